@@ -45,12 +45,12 @@ def limits(
     token: TokenOption = None,
 ) -> None:
     """Show a project's limits, or set them (superusers; owners may only lower them)."""
-    from agentmesh.cli.client import CliError, run_signed_in
+    from agentmesh.cli.client import fail, run_signed_in
 
     try:
         changes = parse_settings(settings or [])
     except ValueError as error:
-        raise CliError(str(error)) from None
+        raise fail(str(error)) from None
 
     async def work(connection: Any) -> str | None:
         from agentmesh.cli.resources import find_project

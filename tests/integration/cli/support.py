@@ -115,17 +115,27 @@ async def run_agentmesh(*args: str, env: dict[str, str], timeout: float = 60) ->
 
 
 async def cli(*args: str, config: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """`agentmesh ARGS` with its sign-in kept in `config` (see `agentmesh`): the exit code, and
+    stdout and stderr as a user sees them, interleaved."""
+    result = await _in_process(args, {"AGENTMESH_CONFIG_DIR": str(config), **(env or {})})
+    return result.exit_code, result.output
+
+
+async def agentmesh(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     """Runs `agentmesh ARGS` in this process, as its entry point does (a worker thread; the mesh
     keeps serving in this event loop meanwhile), in an environment of only what the test gives:
-    the exit code, and stdout and stderr as a user sees them. A process costs about a second of
-    CPU each; what only a process shows (piped output, a terminal, import time) has tests of its
-    own (`run_agentmesh`, `Terminal`, tests/unit/cli/test_lazy_imports.py)."""
+    the exit code, stdout and stderr. A process costs about a second of CPU each; what only a
+    process shows (piped output, a terminal, import time) has tests of its own (`run_agentmesh`,
+    `Terminal`, tests/unit/cli/test_lazy_imports.py)."""
+    result = await _in_process(args, env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+async def _in_process(args: Sequence[str], env: dict[str, str]) -> Result:
     from agentmesh.cli.main import app
 
     unset: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AGENTMESH_")}
-    given = {"AGENTMESH_CONFIG_DIR": str(config), "COLUMNS": "200", **(env or {})}
-    result = await invoke(app, args, env={**unset, **given})
-    return result.exit_code, result.output
+    return await invoke(app, args, env={**unset, "COLUMNS": "200", **env})
 
 
 async def cli_process(*args: str, config: Path, env: dict[str, str] | None = None) -> tuple[int, str]:

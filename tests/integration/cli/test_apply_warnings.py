@@ -13,7 +13,7 @@ import httpx
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.client import RegistryClient
 from tests.bearer import authorized_channel
-from tests.integration.cli.support import run_agentmesh
+from tests.integration.cli.support import agentmesh
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD
 from tests.polling import eventually
 
@@ -56,7 +56,7 @@ async def test_apply_warns_with_the_fix_and_still_applies(tmp_path: Path, mesh: 
     file.write_text(TYPO_YAML)
     env = {"AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PASSWORD}
 
-    code, out, err = await run_agentmesh("apply", "-f", str(file), "--gateway", mesh.gateway.address, env=env)
+    code, out, err = await agentmesh("apply", "-f", str(file), "--gateway", mesh.gateway.address, env=env)
 
     assert code == 0, err
     assert "3 created" in out

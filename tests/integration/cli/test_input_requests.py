@@ -16,7 +16,7 @@ from agentmesh.common.v1 import run_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from tests.bearer import service_channel, system_metadata
-from tests.integration.cli.support import CTRL_D, Terminal, run_agentmesh
+from tests.integration.cli.support import CTRL_D, Terminal, agentmesh
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, MeshClient, Seeded, bearer
 
 QUESTION = "Which city should I book?"
@@ -37,7 +37,7 @@ async def test_a_piped_chat_says_what_the_run_asks_and_the_commands_answer_it(
     seeded = await asking_agent(client)
     env = {"AGENTMESH_TOKEN": seeded.token, "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address}
 
-    code, out, err = await run_agentmesh("chat", seeded.ref, "Book me a trip.", env=env)
+    code, out, err = await agentmesh("chat", seeded.ref, "Book me a trip.", env=env)
     assert (code, err) == (3, ""), out + err
     (request,) = await _pending(client, seeded)
     assert f"{seeded.agent_name} asks a person: {QUESTION}" in out
@@ -45,20 +45,20 @@ async def test_a_piped_chat_says_what_the_run_asks_and_the_commands_answer_it(
     assert f"{seeded.agent_name} asks (question): {QUESTION}\n  request {request.id}, until " in out
     assert f"    agentmesh answer {request.id} TEXT --project {seeded.project_slug}\n" in out
 
-    code, out, err = await run_agentmesh("requests", seeded.project_slug, env=env)
+    code, out, err = await agentmesh("requests", seeded.project_slug, env=env)
     assert (code, err) == (0, ""), err
     header, row = out.splitlines()
     assert header.split() == ["ID", "KIND", "AGENT", "ASKS", "AGE", "EXPIRES"]
     assert row.startswith(f"{request.id}  question  {seeded.agent_name}  {QUESTION}  ")
     assert row.endswith(" ago  in 23h") or row.endswith(" ago  in 1d"), row
-    code, out, _ = await run_agentmesh("requests", seeded.project_slug, "-o", "json", env=env)
+    code, out, _ = await agentmesh("requests", seeded.project_slug, "-o", "json", env=env)
     listed = json.loads(out)
     assert [(r["id"], r["kind"], r["state"], r["question"]) for r in listed] == [
         (request.id, "question", "pending", QUESTION)
     ]
 
     # Its id alone finds it: the project is looked for among the caller's.
-    code, out, err = await run_agentmesh("answer", request.id, "Lisbon", env=env)
+    code, out, err = await agentmesh("answer", request.id, "Lisbon", env=env)
     assert (code, err) == (0, ""), out + err
     assert f"{seeded.agent_name} asks (question): {QUESTION}\n" in out
     assert f"{seeded.agent_name} ask_user → Lisbon\n" in out
@@ -66,10 +66,10 @@ async def test_a_piped_chat_says_what_the_run_asks_and_the_commands_answer_it(
     assert f"agentmesh trace {request.session_id} --project {seeded.project_slug}" in out
     assert await _pending(client, seeded) == []
 
-    code, out, err = await run_agentmesh("answer", request.id, "Porto", env=env)
+    code, out, err = await agentmesh("answer", request.id, "Porto", env=env)
     assert code == 1
     assert err.startswith(f"error: request {request.id!r} was already answered by {SUPERUSER_EMAIL} at ")
-    code, out, _ = await run_agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
+    code, out, _ = await agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
     assert out.splitlines()[1].endswith(f"answered 'Lisbon' by {SUPERUSER_EMAIL}")
 
     cases = {
@@ -84,7 +84,7 @@ async def test_a_piped_chat_says_what_the_run_asks_and_the_commands_answer_it(
         ("requests", "nope"): "error: no project 'nope' that you may see\n",
     }
     for args, expected in cases.items():
-        code, _, err = await run_agentmesh(*args, env=env)
+        code, _, err = await agentmesh(*args, env=env)
         assert (code, err) == (1, expected), args
 
 
@@ -128,14 +128,14 @@ async def test_approve_and_deny_respond_once_and_follow_the_run(mesh: Mesh, clie
     approval, question = await _suspend_for_approval_and_question(mesh, seeded)
     env = {"AGENTMESH_TOKEN": seeded.token, "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address}
 
-    code, out, err = await run_agentmesh("requests", seeded.project_slug, env=env)
+    code, out, err = await agentmesh("requests", seeded.project_slug, env=env)
     rows = out.splitlines()[1:]
     assert [row.split()[:2] for row in rows] == [[approval, "approval"], [question, "question"]]
     assert 'delete_file {"path": "/tmp/x"}' in rows[0]
 
-    code, out, err = await run_agentmesh("approve", approval, "--arguments", "[1]", env=env)
+    code, out, err = await agentmesh("approve", approval, "--arguments", "[1]", env=env)
     assert code == 2 and "must be a JSON object" in err
-    code, out, err = await run_agentmesh(
+    code, out, err = await agentmesh(
         "approve", approval, "--reason", "fine", "--arguments", '{"path": "/tmp/y"}', env=env
     )
     # The run still waits for its question: the command says so, and how to answer it.
@@ -144,10 +144,10 @@ async def test_approve_and_deny_respond_once_and_follow_the_run(mesh: Mesh, clie
     assert f"asks (question): Which folder?\n  request {question}, until " in out
     assert f"agentmesh answer {question} TEXT --project {seeded.project_slug}" in out
 
-    code, out, err = await run_agentmesh("deny", approval, "-p", seeded.project_slug, env=env)
+    code, out, err = await agentmesh("deny", approval, "-p", seeded.project_slug, env=env)
     assert code == 1
     assert f"was already answered by {SUPERUSER_EMAIL}" in err
-    code, out, _ = await run_agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
+    code, out, _ = await agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
     assert out.splitlines()[1].endswith(f"approved by {SUPERUSER_EMAIL} (fine)")
 
 
@@ -187,15 +187,15 @@ async def _suspend_for_approval_and_question(mesh: Mesh, seeded: Seeded) -> tupl
 async def test_deny_declines_a_question_and_the_model_is_told(mesh: Mesh, client: MeshClient) -> None:
     seeded = await asking_agent(client, "I will pick a city myself.")
     env = {"AGENTMESH_TOKEN": seeded.token, "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address}
-    code, out, err = await run_agentmesh("chat", seeded.ref, "Book me a trip.", env=env)
+    code, out, err = await agentmesh("chat", seeded.ref, "Book me a trip.", env=env)
     assert code == 3, out + err
     (request,) = await _pending(client, seeded)
     assert f"    agentmesh deny {request.id} --project {seeded.project_slug} [--reason R]" in out
 
-    code, out, err = await run_agentmesh("deny", request.id, "--reason", "not telling", env=env)
+    code, out, err = await agentmesh("deny", request.id, "--reason", "not telling", env=env)
     assert (code, err) == (0, ""), out + err
     told = f"ask_user: no answer: {SUPERUSER_EMAIL} declined to answer: not telling"
     assert f"{seeded.agent_name} ask_user → {told}" in out
     assert f"{seeded.project_slug}/{seeded.agent_name}: I will pick a city myself.\n" in out
-    code, out, _ = await run_agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
+    code, out, _ = await agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
     assert out.splitlines()[1].endswith(f"declined by {SUPERUSER_EMAIL} (not telling)")

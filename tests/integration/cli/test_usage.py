@@ -9,7 +9,7 @@ import json
 import httpx
 
 from agentmesh.cli.mesh import Mesh
-from tests.integration.cli.support import run_agentmesh
+from tests.integration.cli.support import agentmesh
 from tests.mesh import MeshClient, bearer
 from tests.polling import eventually
 
@@ -49,11 +49,11 @@ async def test_usage_is_read_per_model_over_rest_and_at_the_cli(mesh: Mesh, clie
     assert refused.status_code == malformed.status_code == 422  # as every query the API refuses
 
     env = {"AGENTMESH_TOKEN": seeded.token, "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address}
-    code, out, err = await run_agentmesh("usage", seeded.project_slug, "--by", "model", env=env)
+    code, out, err = await agentmesh("usage", seeded.project_slug, "--by", "model", env=env)
     assert (code, err) == (0, ""), err
     [row] = [line for line in out.splitlines() if "mock" in line]
     assert "unknown" in row and "240" in row, out
 
-    code, out, err = await run_agentmesh("usage", seeded.project_slug, "-o", "json", env=env)
+    code, out, err = await agentmesh("usage", seeded.project_slug, "-o", "json", env=env)
     assert (code, err) == (0, ""), err
     assert int(json.loads(out)["total"]["calls"]) == 2  # int64 as proto3 JSON writes it

@@ -10,7 +10,7 @@ import pytest
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import registry_service_pb2 as reg
 from agentmesh.registry.v1 import resources_pb2
-from tests.integration.cli.support import run_agentmesh
+from tests.integration.cli.support import agentmesh
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient, bearer
 
 PASSWORD = "a-long-password-1"
@@ -18,7 +18,7 @@ ADMIN = {"AGENTMESH_EMAIL": SUPERUSER_EMAIL, "AGENTMESH_PASSWORD": SUPERUSER_PAS
 
 
 async def users_create(mesh: Mesh, *args: str, env: dict[str, str] = ADMIN) -> tuple[int, str, str]:
-    return await run_agentmesh("users", "create", "--gateway", mesh.gateway.address, *args, env=env)
+    return await agentmesh("users", "create", "--gateway", mesh.gateway.address, *args, env=env)
 
 
 async def current_user(client: MeshClient, email: str, password: str) -> reg.GetCurrentUserResponse:
@@ -129,7 +129,7 @@ async def test_without_a_superuser_to_sign_in_as_it_says_how_to_make_the_first(m
 
 
 async def test_without_a_running_mesh_it_says_so() -> None:
-    code, _, err = await run_agentmesh(
+    code, _, err = await agentmesh(
         *("users", "create", "--email", "x@example.com", "--password", PASSWORD),
         *("--gateway", "127.0.0.1:1"),
         env=ADMIN,
@@ -140,7 +140,7 @@ async def test_without_a_running_mesh_it_says_so() -> None:
 
 
 async def test_missing_password_without_a_terminal_is_an_error() -> None:
-    code, _, err = await run_agentmesh(*("users", "create", "--email", "x@example.com"), env=ADMIN)
+    code, _, err = await agentmesh(*("users", "create", "--email", "x@example.com"), env=ADMIN)
 
     assert code == 1
     assert "no password for the new user" in err
