@@ -318,13 +318,14 @@ class _Planner:
             )
             return None
         public = bool(declared.public) if current is None or declared.public is not None else current.public
-        publishes = current is not None and public != current.public
         terminated = current is not None and current.status == resources_pb2.AGENT_STATUS_TERMINATED
-        if terminated and self._recreate_terminated:
-            assert current is not None
-            return self._recreated_step(project, declared, current, known, type_active)
-        if current is None:
+        # Created again in place of the terminated one: its config with the file's over it.
+        recreates = terminated and self._recreate_terminated
+        publishes = current is not None and not recreates and public != current.public
+        if current is None or recreates:
             config, action, changed = declared.config, Action.CREATE, ()
+            if current is not None:
+                config = overlay(current.config, declared.config, declared.declared)
             if not type_active:
                 self.problems.append(
                     FieldViolation(
@@ -360,7 +361,7 @@ class _Planner:
                         f"agent {ref!r} is terminated and cannot be changed; {_RECREATE_HINT}",
                     )
                 )
-        if changed or current is None:
+        if changed or action is Action.CREATE:
             self.problems += check_agent_config(
                 config,
                 agent_name=declared.name,
@@ -369,7 +370,7 @@ class _Planner:
                 field=f"{declared.path}.config",
             )
         fields = (*(f"config.{name}" for name in changed), *(("public",) if publishes else ()))
-        change = Change("agent", ref, action, fields)
+        change = Change("agent", ref, action, fields, recreates=recreates)
         if terminated and action is Action.UNCHANGED:
             change.warnings.append(f"it is terminated and takes no runs; {_RECREATE_HINT}")
         return AgentStep(
@@ -380,48 +381,7 @@ class _Planner:
             declared.slug,
             declared.type_slug,
             config,
-            current.id if current else "",
-            public,
-        )
-
-    def _recreated_step(
-        self,
-        project: DeclaredProject,
-        declared: DeclaredAgent,
-        current: resources_pb2.Agent,
-        known: set[str],
-        type_active: bool,
-    ) -> AgentStep:
-        """A terminated agent created anew: the same name and slug, its config as the file
-        declares it over the terminated one's (what the file leaves out stays as it was); the
-        terminated one keeps its id under a name that says it was terminated."""
-        ref = f"{project.slug}/{declared.slug}"
-        if not type_active:
-            self.problems.append(
-                FieldViolation(
-                    f"{declared.path}.type",
-                    f"agent type {declared.type_slug!r} is inactive; agents cannot be spawned from it",
-                )
-            )
-        config = overlay(current.config, declared.config, declared.declared)
-        self.problems += check_agent_config(
-            config,
-            agent_name=declared.name,
-            agent_slug=declared.slug,
-            project_agents=known,
-            field=f"{declared.path}.config",
-        )
-        public = current.public if declared.public is None else bool(declared.public)
-        change = Change("agent", ref, Action.CREATE, recreates=True)
-        return AgentStep(
-            change,
-            declared.path,
-            project.slug,
-            declared.name,
-            declared.slug,
-            declared.type_slug,
-            config,
-            "",
+            current.id if current and not recreates else "",
             public,
         )
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
 from agentmesh.gateway.errors import InvalidParameterValue, ResponseNotCancellable
@@ -69,9 +70,16 @@ class InputItemList(BaseModel):
     has_more: bool
 
 
-Limit = Annotated[int, Query(description="how many items, 1 to 100")]
-Order = Annotated[str, Query(description="`desc` (newest first, the default) or `asc`")]
-After = Annotated[str | None, Query(description="list the items after this item id")]
+@dataclass(frozen=True)
+class ItemPaging:
+    """OpenAI's paging of a list: how many, in which order, after which item."""
+
+    limit: Annotated[int, Query(description="how many items, 1 to 100")] = 20
+    order: Annotated[str, Query(description="`desc` (newest first, the default) or `asc`")] = "desc"
+    after: Annotated[str | None, Query(description="list the items after this item id")] = None
+
+
+Paging = Annotated[ItemPaging, Depends()]
 
 
 def response_actions_router() -> APIRouter:
@@ -93,17 +101,11 @@ def response_actions_router() -> APIRouter:
 
     @router.get("/v1/responses/{response_id}/input_items", response_model=InputItemList)
     async def list_input_items(
-        response_id: str,
-        request: Request,
-        ctx: Ctx,
-        caller: Auth,
-        limit: Limit = 20,
-        order: Order = "desc",
-        after: After = None,
+        response_id: str, request: Request, ctx: Ctx, caller: Auth, paging: Paging
     ) -> InputItemList:
         """The response's input items, a page at a time."""
         found = await found_response(request, ctx, caller, response_id)
-        return input_item_page(found.recorded.events, limit=limit, order=order, after=after)
+        return input_item_page(found.recorded.events, paging)
 
     @router.get(AGENT_BASE + "/v1/responses/{response_id}/input_items", response_model=InputItemList)
     async def agent_list_input_items(
@@ -113,13 +115,11 @@ def response_actions_router() -> APIRouter:
         request: Request,
         ctx: Ctx,
         caller: Auth,
-        limit: Limit = 20,
-        order: Order = "desc",
-        after: After = None,
+        paging: Paging,
     ) -> InputItemList:
         """One of this agent's responses' input items, a page at a time."""
         found = await found_response(request, ctx, caller, response_id, AgentRef(project_slug, agent_name))
-        return input_item_page(found.recorded.events, limit=limit, order=order, after=after)
+        return input_item_page(found.recorded.events, paging)
 
     return router
 
@@ -196,10 +196,9 @@ def input_items(events: list[resources_pb2.Event]) -> list[InputItem]:
     return items
 
 
-def input_item_page(
-    events: list[resources_pb2.Event], *, limit: int, order: str, after: str | None
-) -> InputItemList:
-    """A page of the run's input items, in `order`, after the item `after` names."""
+def input_item_page(events: list[resources_pb2.Event], paging: ItemPaging) -> InputItemList:
+    """A page of the run's input items, in the paging's order, after the item it names."""
+    limit, order, after = paging.limit, paging.order, paging.after
     if not 1 <= limit <= 100:
         raise InvalidParameterValue("limit", "must be between 1 and 100")
     if order not in ("asc", "desc"):
