@@ -8,32 +8,20 @@ from __future__ import annotations
 
 import openai
 import pytest
-from openai import AsyncOpenAI
 
 from agentmesh.cli.mesh import Mesh
-from tests.integration.gateway.support import Agent, Api
+from tests.integration.gateway.support import Api
 from tests.integration.gateway.test_api_keys import create_key
 from tests.integration.gateway.test_disconnect import SLOW
 from tests.integration.gateway.test_openai import ANSWER, agent_client, root_client
 from tests.integration.gateway.test_openai_client_tools import RESPONSES_WEATHER, weather_agent
+from tests.integration.gateway.test_openai_response_reads import started_slowly
 
 
 async def _stranger(api: Api) -> str:
     """An API key of another project."""
     elsewhere = await api.agent(mock_responses=[ANSWER])
     return (await create_key(api.http, elsewhere.owner, project_id=elsewhere.project_id))["key"]
-
-
-async def _started(client: AsyncOpenAI, agent: Agent) -> tuple[str, object]:
-    """A slow response, streaming: its id once its answer began, and its stream."""
-    stream = await client.responses.create(model=agent.model, input="tell me slowly", stream=True)
-    response_id = ""
-    async for event in stream:
-        if event.type == "response.created":
-            response_id = event.response.id
-        if event.type == "response.output_text.delta":
-            return response_id, stream
-    raise AssertionError("the answer never began")
 
 
 @pytest.mark.parametrize("route", ["root", "agent"])
@@ -43,7 +31,7 @@ async def test_a_response_in_progress_is_cancelled_and_an_ended_one_is_a_400(
     agent = await api.agent(mock_responses=[SLOW, ANSWER])
     client = root_client(mesh, agent.owner.token)
     actions = client if route == "root" else agent_client(mesh, agent.base, agent.owner.token)
-    response_id, stream = await _started(client, agent)
+    response_id, stream = await started_slowly(client, agent)
 
     # Another project's key finds nothing to cancel.
     with pytest.raises(openai.NotFoundError):
@@ -53,7 +41,7 @@ async def test_a_response_in_progress_is_cancelled_and_an_ended_one_is_a_400(
     assert (cancelled.id, cancelled.status) == (response_id, "cancelled")
     assert cancelled.error is not None and "cancelled" in cancelled.error.message
     # Its stream ends with the run: failed, as a run cancelled mid-answer ends on OpenAI's stream.
-    rest = [event.type async for event in stream]  # type: ignore[attr-defined]
+    rest = [event.type async for event in stream]
     assert rest[-1] == "response.failed"
     assert (await client.responses.retrieve(response_id)).status == "cancelled"
     # Cancelling it again answers it as it is.
@@ -67,7 +55,7 @@ async def test_a_response_in_progress_is_cancelled_and_an_ended_one_is_a_400(
     assert (await client.responses.retrieve(answered.id)).status == "completed"
 
 
-async def test_a_response_waiting_for_the_clients_tools_is_not_cancelled(
+async def test_a_waiting_response_is_not_cancelled_and_its_input_items_are_its_input_and_tool_results(
     mesh: Mesh, api: Api, once: None
 ) -> None:
     agent = await weather_agent(api)
@@ -75,19 +63,10 @@ async def test_a_response_waiting_for_the_clients_tools_is_not_cancelled(
     waiting = await client.responses.create(
         model=agent.model, input="Weather in Paris?", tools=[RESPONSES_WEATHER]
     )
+    # Waiting for the client's tools it reads completed, as the create call answered: not cancelled.
     with pytest.raises(openai.BadRequestError) as refused:
         await client.responses.cancel(waiting.id)
     assert "function_call_output" in refused.value.message
-
-
-async def test_input_items_are_the_runs_input_and_the_clients_tool_results(
-    mesh: Mesh, api: Api, once: None
-) -> None:
-    agent = await weather_agent(api)
-    client = root_client(mesh, agent.owner.token)
-    waiting = await client.responses.create(
-        model=agent.model, input="Weather in Paris?", tools=[RESPONSES_WEATHER]
-    )
     [call] = waiting.output
     items = [item async for item in client.responses.input_items.list(waiting.id)]
     assert [(item.type, item.content[0].text) for item in items] == [("message", "Weather in Paris?")]  # type: ignore[union-attr]
