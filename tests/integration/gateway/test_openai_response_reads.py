@@ -8,12 +8,14 @@ served."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import openai
 import pytest
+from openai import AsyncOpenAI
 
 from agentmesh.cli.mesh import Mesh
-from tests.integration.gateway.support import Api
+from tests.integration.gateway.support import Agent, Api
 from tests.integration.gateway.test_api_keys import create_key
 from tests.integration.gateway.test_disconnect import SLOW
 from tests.integration.gateway.test_openai import ANSWER, agent_client, root_client
@@ -21,6 +23,19 @@ from tests.integration.gateway.test_openai_client_tools import RESPONSES_WEATHER
 from tests.polling import eventually
 
 _SHOWN = {"id", "status", "model", "output", "usage", "error", "incomplete_details"}
+
+
+async def started_slowly(client: AsyncOpenAI, agent: Agent) -> tuple[str, Any]:
+    """A slow response (its agent's model answers SLOW), streaming: its id once its answer
+    began, and its stream."""
+    stream = await client.responses.create(model=agent.model, input="tell me slowly", stream=True)
+    response_id = ""
+    async for event in stream:
+        if event.type == "response.created":
+            response_id = event.response.id
+        if event.type == "response.output_text.delta":
+            return response_id, stream
+    raise AssertionError("the answer never began")
 
 
 async def test_a_response_reads_back_as_it_was_answered(mesh: Mesh, api: Api, once: None) -> None:
@@ -99,13 +114,7 @@ async def test_a_running_response_reads_in_progress_and_cancelled_once_its_clien
 ) -> None:
     agent = await api.agent(mock_responses=[SLOW])
     client = root_client(mesh, agent.owner.token)
-    stream = await client.responses.create(model=agent.model, input="tell me slowly", stream=True)
-    response_id = ""
-    async for event in stream:
-        if event.type == "response.created":
-            response_id = event.response.id
-        if event.type == "response.output_text.delta":
-            break
+    response_id, stream = await started_slowly(client, agent)
     created = await client.responses.retrieve(response_id)
     assert (created.status, created.output) == ("in_progress", [])
 

@@ -5,28 +5,21 @@ stale fails here."""
 from __future__ import annotations
 
 import asyncio
-import re
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from agentmesh.cli.mesh import Mesh
 from tests.integration.gateway.support import Api
 from tests.integration.gateway.test_openai_client_tools import CALLS_WEATHER
+from tests.readme import readme_blocks
 
-README = Path(__file__).resolve().parents[3] / "README.md"
-_SECTION = "### Any OpenAI client"
-_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 _EXAMPLE_ADDRESS = "http://127.0.0.1:8080"
 _EXAMPLE_MODEL = '"demo/coordinator"'
 
 
 def openai_examples() -> list[str]:
     """The python blocks of the README's OpenAI section, in order."""
-    text = README.read_text()
-    start = text.index(_SECTION)
-    section = text[start : text.index("\n### ", start + len(_SECTION))]
-    return _BLOCK.findall(section)
+    return readme_blocks("### Any OpenAI client", "python")
 
 
 async def test_the_readmes_openai_examples_run(mesh: Mesh, api: Api, once: None) -> None:

@@ -12,6 +12,7 @@ from agentmesh.internal.registry.v1 import registry_internal_service_pb2 as ipb
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as pb
 from agentmesh.registry.v1 import registry_service_pb2_grpc as pb_grpc
+from agentmesh.registry.v1 import resources_pb2 as res
 from agentmesh.runtime.errors import FailedPrecondition, NotFound
 from tests.integration.registry.support import (
     IDLE,
@@ -73,9 +74,20 @@ async def test_lifecycle(stub: pb_grpc.RegistryServiceStub, api: Api, client: Re
     # Terminating again changes nothing.
     await stub.DeleteAgent(pb.DeleteAgentRequest(**ids), metadata=md)
     assert await status() == TERMINATED
-    # Its name stays taken.
+    # Its name stays taken, unless a new agent asks to replace it: then the terminated one gives
+    # its name and slug up and keeps its id; a live agent's name stays taken even so.
     taken = await rpc_error(api.agent(owner, project, "worker"))
     assert taken.reason == "AGENT_NAME_TAKEN"
+    new = pb.CreateAgentRequest(
+        agent=res.Agent(project_id=project.id, agent_type_id=agent.agent_type_id, name="worker"),
+        replace_terminated=True,
+    )
+    again = (await stub.CreateAgent(new, metadata=md)).agent
+    assert (again.name, again.slug, again.status) == ("worker", "worker", IDLE) and again.id != agent.id
+    old = (await stub.GetAgent(pb.GetAgentRequest(**ids), metadata=md)).agent
+    assert (old.status, old.name) == (TERMINATED, f"worker (terminated {agent.id.replace('-', '')[:12]})")
+    live = await rpc_error(stub.CreateAgent(new, metadata=md))
+    assert live.reason == "AGENT_NAME_TAKEN"
 
 
 async def test_paused_agents_can_be_terminated(stub: pb_grpc.RegistryServiceStub, api: Api) -> None:

@@ -36,6 +36,13 @@ def apply_command(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would change, change nothing.")
     ] = False,
+    recreate_terminated: Annotated[
+        bool,
+        typer.Option(
+            "--recreate-terminated",
+            help="Create declared agents that were terminated again, with the same name and config.",
+        ),
+    ] = False,
 ) -> None:
     """Create or update the agent types, projects and agents declared in FILE (idempotent).
 
@@ -64,7 +71,9 @@ def apply_command(
         return
     try:
         credentials = Credentials.from_options(email=email, password=password, token=token)
-        changes = run_waiting(_apply(manifest, address, credentials, dry_run=dry_run))
+        changes = run_waiting(
+            _apply(manifest, address, credentials, dry_run=dry_run, recreate_terminated=recreate_terminated)
+        )
     except CliError as error:
         raise fail(str(error)) from None
     except ApplyError as error:
@@ -81,7 +90,7 @@ def apply_command(
 
 
 async def _apply(
-    manifest: Manifest, address: str, credentials: Credentials, *, dry_run: bool
+    manifest: Manifest, address: str, credentials: Credentials, *, dry_run: bool, recreate_terminated: bool
 ) -> list[Change]:
     from agentmesh.cli.apply.execute import apply_manifest
     from agentmesh.cli.client import CliError, connect, describe
@@ -90,7 +99,11 @@ async def _apply(
     async with connect(address, credentials) as connection:
         try:
             return await apply_manifest(
-                manifest, connection.registry, metadata=connection.metadata, dry_run=dry_run
+                manifest,
+                connection.registry,
+                metadata=connection.metadata,
+                dry_run=dry_run,
+                recreate_terminated=recreate_terminated,
             )
         except DomainError as error:  # a read while planning
             raise CliError(f"{address}: {describe(error)}") from None

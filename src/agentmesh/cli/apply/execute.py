@@ -23,13 +23,18 @@ _REFERENCE_FIELDS = ("network_access", "sub_agents")
 
 
 async def apply_manifest(
-    manifest: Manifest, registry: RegistryClient, *, metadata: Metadata, dry_run: bool = False
+    manifest: Manifest,
+    registry: RegistryClient,
+    *,
+    metadata: Metadata,
+    dry_run: bool = False,
+    recreate_terminated: bool = False,
 ) -> list[Change]:
     """Makes the registry match the manifest; returns one Change per declared object, in order
     (agent types, projects, agents). With `dry_run`, only plans. ApplyError when the manifest
     does not fit the registry (nothing written) or a write failed (`applied` says what was done).
     The changes of agents that got a new version say so (versions.py)."""
-    plan = await plan_manifest(manifest, registry, metadata=metadata)
+    plan = await plan_manifest(manifest, registry, metadata=metadata, recreate_terminated=recreate_terminated)
     if dry_run or all(change.action is Action.UNCHANGED for change in plan.changes):
         return plan.changes
     before = await latest_versions(registry, plan, metadata=metadata)
@@ -136,6 +141,7 @@ class _Executor:
                         public=step.public,
                     ),
                     request_id=_request_id(),
+                    replace_terminated=step.change.recreates,
                     metadata=self._metadata,
                     warnings=step.change.warnings,
                 )

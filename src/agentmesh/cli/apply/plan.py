@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from agentmesh.cli.apply.schedules import ScheduleStep
 
 _LIST_PAGE_SIZE = 100
+_RECREATE_HINT = "`agentmesh apply --recreate-terminated` creates it again, with the same name and config"
 
 M = TypeVar("M", bound=Message)
 
@@ -60,6 +61,8 @@ class Change:
     # the one it had before (versions.py).
     version: int = field(default=0, compare=False)
     version_fields: tuple[str, ...] = field(default=(), compare=False)
+    # An agent created in place of a terminated one of its name (`--recreate-terminated`).
+    recreates: bool = False
 
 
 @dataclass
@@ -133,17 +136,22 @@ class Plan:
         return [step.change for step in steps]
 
 
-async def plan_manifest(manifest: Manifest, registry: RegistryClient, *, metadata: Metadata) -> Plan:
-    """Compares the manifest with the registry (reads only); ApplyError lists every problem."""
-    return await _Planner(registry, metadata).plan(manifest)
+async def plan_manifest(
+    manifest: Manifest, registry: RegistryClient, *, metadata: Metadata, recreate_terminated: bool = False
+) -> Plan:
+    """Compares the manifest with the registry (reads only); ApplyError lists every problem. A
+    declared agent that is terminated is re-created with `recreate_terminated`, else left as it
+    is with a warning that says so."""
+    return await _Planner(registry, metadata, recreate_terminated).plan(manifest)
 
 
 class _Planner:
     """Reads what the manifest names from the registry and works out the steps."""
 
-    def __init__(self, registry: RegistryClient, metadata: Metadata) -> None:
+    def __init__(self, registry: RegistryClient, metadata: Metadata, recreate_terminated: bool) -> None:
         self._registry = registry
         self._metadata = metadata
+        self._recreate_terminated = recreate_terminated
         self._types_by_slug: dict[str, resources_pb2.AgentType | None] = {}
         self._type_slugs: dict[str, str] = {}  # id → slug
         self.problems: list[FieldViolation] = []
@@ -310,9 +318,14 @@ class _Planner:
             )
             return None
         public = bool(declared.public) if current is None or declared.public is not None else current.public
-        publishes = current is not None and public != current.public
-        if current is None:
+        terminated = current is not None and current.status == resources_pb2.AGENT_STATUS_TERMINATED
+        # Created again in place of the terminated one: its config with the file's over it.
+        recreates = terminated and self._recreate_terminated
+        publishes = current is not None and not recreates and public != current.public
+        if current is None or recreates:
             config, action, changed = declared.config, Action.CREATE, ()
+            if current is not None:
+                config = overlay(current.config, declared.config, declared.declared)
             if not type_active:
                 self.problems.append(
                     FieldViolation(
@@ -341,11 +354,14 @@ class _Planner:
             config = overlay(current.config, declared.config, declared.declared)
             changed = differing(declared.declared, config, current.config)
             action = Action.UPDATE if changed or publishes else Action.UNCHANGED
-            if action is Action.UPDATE and current.status == resources_pb2.AGENT_STATUS_TERMINATED:
+            if action is Action.UPDATE and terminated:
                 self.problems.append(
-                    FieldViolation(declared.path, f"agent {ref!r} is terminated and cannot be changed")
+                    FieldViolation(
+                        declared.path,
+                        f"agent {ref!r} is terminated and cannot be changed; {_RECREATE_HINT}",
+                    )
                 )
-        if changed or current is None:
+        if changed or action is Action.CREATE:
             self.problems += check_agent_config(
                 config,
                 agent_name=declared.name,
@@ -354,7 +370,9 @@ class _Planner:
                 field=f"{declared.path}.config",
             )
         fields = (*(f"config.{name}" for name in changed), *(("public",) if publishes else ()))
-        change = Change("agent", ref, action, fields)
+        change = Change("agent", ref, action, fields, recreates=recreates)
+        if terminated and action is Action.UNCHANGED:
+            change.warnings.append(f"it is terminated and takes no runs; {_RECREATE_HINT}")
         return AgentStep(
             change,
             declared.path,
@@ -363,7 +381,7 @@ class _Planner:
             declared.slug,
             declared.type_slug,
             config,
-            current.id if current else "",
+            current.id if current and not recreates else "",
             public,
         )
 

@@ -28,6 +28,8 @@ def render_changes(console: Console, changes: Sequence[Change], *, dry_run: bool
         action = words[change.action]
         if change.fields:
             action += f" ({', '.join(change.fields)})"
+        if change.recreates:
+            action += " (in place of the terminated one)"
         table.add_row(change.kind, escape(change.ref), f"[{_ACTION_STYLE[change.action]}]{action}[/]")
     if changes:
         console.print(table)

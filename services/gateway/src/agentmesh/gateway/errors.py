@@ -14,6 +14,7 @@ import math
 from agentmesh.runtime.errors import (
     RETRY_AFTER_SECONDS,
     Cancelled,
+    FailedPrecondition,
     FieldViolation,
     NotFound,
     PermissionDenied,
@@ -39,6 +40,7 @@ __all__ = [
     "PreviousResponseNotFound",
     "RateLimited",
     "RequestTooLarge",
+    "ResponseNotCancellable",
     "ResponseNotFound",
     "TaskNotFound",
     "TokenRevoked",
@@ -174,6 +176,16 @@ class ResponseNotFound(NotFound):
 
     def __init__(self, response_id: str) -> None:
         super().__init__(f"Response with id {response_id!r} not found.")
+
+
+class ResponseNotCancellable(FailedPrecondition):
+    """A response that is not in progress (`POST /v1/responses/{response_id}/cancel`): answered,
+    failed, or waiting for the client's tool results. A 400, as OpenAI answers it."""
+
+    default_reason = "RESPONSE_NOT_CANCELLABLE"
+
+    def __init__(self, response_id: str, why: str) -> None:
+        super().__init__(f"Response with id {response_id!r} cannot be cancelled: {why}.")
 
 
 class TaskNotFound(NotFound):

@@ -404,6 +404,15 @@ class AgentGateway:
         )
         return message
 
+    async def cancel_run(
+        self, caller: Caller, project_id: str, agent_id: str, run_id: str, reason: str
+    ) -> int:
+        """Cancels one of the agent's runs in flight, on whichever executor holds it (the runs
+        below it stop with it); how many were cancelled (0: no executor holds it)."""
+        return await self._router.cancel_runs(
+            project_id, agent_id, reason=reason, run_id=run_id, metadata=caller.metadata
+        )
+
     # Projects.
 
     async def delete_project(self, caller: Caller, project_id: str) -> reg.DeleteProjectResponse:

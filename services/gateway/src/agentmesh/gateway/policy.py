@@ -348,6 +348,8 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("POST", _AGENT + "/v1/chat/completions"): _OWNER_BY_SLUG,
     ("POST", _AGENT + "/v1/responses"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/responses/{response_id}"): _OWNER_BY_SLUG,
+    ("POST", _AGENT + "/v1/responses/{response_id}/cancel"): _OWNER_BY_SLUG,
+    ("GET", _AGENT + "/v1/responses/{response_id}/input_items"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/models"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/memory/events"): _OWNER_BY_SLUG,
     # The agent's A2A bindings (http/a2a.py): JSON-RPC, and a2a-sdk's HTTP+JSON route table.
@@ -358,6 +360,8 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     # The response id names its session: the route finds the project (the API key's, or the
     # session's) and checks it, as a body's model is checked (http/response_reads.py).
     ("GET", "/v1/responses/{response_id}"): owner(_found_project, in_body=True),
+    ("POST", "/v1/responses/{response_id}/cancel"): owner(_found_project, in_body=True),
+    ("GET", "/v1/responses/{response_id}/input_items"): owner(_found_project, in_body=True),
     ("GET", "/v1/models"): AUTHENTICATED,
     ("GET", "/v1/models/{project_slug}/{agent_name}"): _OWNER_BY_SLUG,
     # The project's agents as an MCP server (http/mcp_agents.py); at /mcp, the project of the

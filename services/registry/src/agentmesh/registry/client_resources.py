@@ -200,11 +200,15 @@ class ResourceCalls:
         agent: resources_pb2.Agent,
         *,
         request_id: str = "",
+        replace_terminated: bool = False,
         metadata: Metadata | None = None,
         warnings: list[str] | None = None,
     ) -> resources_pb2.Agent:
-        """Spawns an agent; the registry's warnings about it are added to `warnings`."""
-        request = pb.CreateAgentRequest(agent=agent, request_id=request_id)
+        """Spawns an agent (in place of a terminated one of its name with `replace_terminated`);
+        the registry's warnings about it are added to `warnings`."""
+        request = pb.CreateAgentRequest(
+            agent=agent, request_id=request_id, replace_terminated=replace_terminated
+        )
         response = await unary(self.stub.CreateAgent, request, metadata=metadata)
         _collect(response.warnings, warnings)
         return response.agent

@@ -2587,9 +2587,14 @@ type CreateAgentRequest struct {
 	// empty), config and public.
 	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
 	// Optional idempotency key.
-	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Re-creates a terminated agent: when the project's agent of the new agent's name or slug is
+	// terminated, it gives them up (it keeps its id and its history, renamed to say it was
+	// terminated) and the new agent takes them. A live agent's name stays taken. Off: a terminated
+	// agent's name stays taken too (ALREADY_EXISTS, reason AGENT_NAME_TAKEN).
+	ReplaceTerminated bool `protobuf:"varint,3,opt,name=replace_terminated,json=replaceTerminated,proto3" json:"replace_terminated,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CreateAgentRequest) Reset() {
@@ -2634,6 +2639,13 @@ func (x *CreateAgentRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *CreateAgentRequest) GetReplaceTerminated() bool {
+	if x != nil {
+		return x.ReplaceTerminated
+	}
+	return false
 }
 
 // CreateAgentResponse is the output of CreateAgent.
@@ -7688,11 +7700,12 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\aproject\x18\x01 \x01(\v2\x1e.agentmesh.registry.v1.ProjectR\aproject\"&\n" +
 	"\x14DeleteProjectRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteProjectResponse\"g\n" +
+	"\x15DeleteProjectResponse\"\x96\x01\n" +
 	"\x12CreateAgentRequest\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"e\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12-\n" +
+	"\x12replace_terminated\x18\x03 \x01(\bR\x11replaceTerminated\"e\n" +
 	"\x13CreateAgentResponse\x122\n" +
 	"\x05agent\x18\x01 \x01(\v2\x1c.agentmesh.registry.v1.AgentR\x05agent\x12\x1a\n" +
 	"\bwarnings\x18\x02 \x03(\tR\bwarnings\"@\n" +

@@ -30,6 +30,7 @@ from agentmesh.gateway.http.mcp_agents import AgentTools, mcp_router
 from agentmesh.gateway.http.mcp_servers import mcp_server_router
 from agentmesh.gateway.http.openai import openai_router
 from agentmesh.gateway.http.remote_agents import remote_agent_router
+from agentmesh.gateway.http.response_actions import response_actions_router
 from agentmesh.gateway.http.responses import responses_router
 from agentmesh.gateway.http.rest import rest_router
 from agentmesh.gateway.http.schedules import schedule_router
@@ -111,6 +112,7 @@ def create_http_app(context: HttpContext, *, max_request_body_bytes: int) -> Fas
     app.include_router(discovery_router(), responses=_ERROR_RESPONSES)
     app.include_router(openai_router())
     app.include_router(responses_router())
+    app.include_router(response_actions_router())
     app.include_router(console_router())
     app.include_router(mcp_router())
     install_error_handlers(app)

@@ -30,6 +30,7 @@ from agentmesh.gateway.errors import (
     PreviousResponseNotFound,
     RateLimited,
     RequestTooLarge,
+    ResponseNotCancellable,
     TooManyMessages,
     UnsupportedParameter,
 )
@@ -81,6 +82,7 @@ _STATUS_BY_REASON: dict[str, int] = {
     UnsupportedParameter.default_reason: 400,
     InvalidParameterValue.default_reason: 400,
     PreviousResponseNotFound.default_reason: 400,
+    ResponseNotCancellable.default_reason: 400,
 }
 
 # A caller over its rate or over one of its project's limits (QuotaExceeded).

@@ -21,11 +21,12 @@ from google.protobuf import json_format
 
 from agentmesh.common.v1 import run_pb2
 from agentmesh.gateway.chat_stream import asking_text
-from agentmesh.gateway.errors import ResponseNotFound
+from agentmesh.gateway.errors import ModelNotFound, ResponseNotFound
+from agentmesh.gateway.http.agents import resolve_agent
 from agentmesh.gateway.http.client_tools import client_calls
 from agentmesh.gateway.http.context import HttpContext, authorize_body
 from agentmesh.gateway.http.responses_request import ResponseId
-from agentmesh.gateway.models import Caller
+from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.gateway.resume import input_request, is_final
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import resources_pb2
@@ -58,6 +59,49 @@ class RecordedResponse:
     calls: list[run_pb2.InputRequest] = field(default_factory=list)
     error_code: str | None = None
     error_message: str = ""
+    # The run's events it was read from (its input first), and the seq of its latest.
+    events: list[resources_pb2.Event] = field(default_factory=list)
+    last_seq: int = 0
+
+
+@dataclass(frozen=True)
+class FoundResponse:
+    """A response the caller may read, with where it is."""
+
+    at: ResponseId
+    recorded: RecordedResponse
+    project_id: str
+    project_slug: str
+
+
+def parsed_response_id(value: str) -> ResponseId:
+    """The response id in a path; ResponseNotFound when it is not one."""
+    at = ResponseId.of(value)
+    if at is None:
+        raise ResponseNotFound(value)
+    return at
+
+
+async def found_response(
+    request: Request, ctx: HttpContext, caller: Caller, response_id: str, agent: AgentRef | None = None
+) -> FoundResponse:
+    """The response `response_id` names, read back: on the root route in the API key's project or
+    its session's; on an agent's route (`agent`) only that agent's. ResponseNotFound for one the
+    caller may not read, or another agent's."""
+    at = parsed_response_id(response_id)
+    if agent is None:
+        project_id, project_slug = await response_project(request, ctx, caller, at)
+        return FoundResponse(
+            at, await read_response(ctx, caller, at, project_id=project_id), project_id, project_slug
+        )
+    try:
+        spec = await resolve_agent(ctx, caller, agent.project_slug, agent.agent_name)
+    except NotFound:
+        raise ModelNotFound(str(agent)) from None
+    recorded = await read_response(ctx, caller, at, project_id=spec.agent.project_id)
+    if recorded.agent != spec.agent.slug:
+        raise ResponseNotFound(response_id)  # another agent's, in the same project
+    return FoundResponse(at, recorded, spec.agent.project_id, spec.project_slug)
 
 
 async def response_project(
@@ -105,7 +149,9 @@ async def read_response(
 def recorded_response(events: list[resources_pb2.Event]) -> RecordedResponse:
     """The response of a run's events (of `_RESPONSE_EVENT_TYPES`, in `seq` order, its input
     first)."""
-    recorded = RecordedResponse(created_at=events[0].created_at.seconds, agent=events[0].agent)
+    recorded = RecordedResponse(
+        created_at=events[0].created_at.seconds, agent=events[0].agent, events=events, last_seq=events[-1].seq
+    )
     pending: dict[str, run_pb2.InputRequest] = {}
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_INPUT_REQUESTED:

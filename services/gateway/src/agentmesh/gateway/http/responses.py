@@ -32,7 +32,6 @@ from agentmesh.gateway.errors import (
     InvalidRequest,
     ModelNotFound,
     PreviousResponseNotFound,
-    ResponseNotFound,
 )
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.client_tools import answer_tool_results, arguments_json, client_calls
@@ -50,7 +49,7 @@ from agentmesh.gateway.http.openai import (
     start_chat,
 )
 from agentmesh.gateway.http.openai_request import SESSION_HEADER
-from agentmesh.gateway.http.response_reads import RecordedResponse, Status, read_response, response_project
+from agentmesh.gateway.http.response_reads import FoundResponse, Status, found_response
 from agentmesh.gateway.http.responses_request import ResponseId, ResponseRequest
 from agentmesh.gateway.http.sse import usage_body
 from agentmesh.gateway.models import AgentRef, Caller
@@ -178,38 +177,26 @@ def responses_router() -> APIRouter:
         """The response, read back from its run's events: as the create call answered it, or as
         its run stands now (`in_progress`, or answered since). Its project is the API key's,
         or its session's."""
-        at = _response_id(response_id)
-        project_id, project_slug = await response_project(request, ctx, caller, at)
-        return _read_back(at, await read_response(ctx, caller, at, project_id=project_id), project_slug)
+        return read_back(await found_response(request, ctx, caller, response_id))
 
     @router.get(AGENT_BASE + "/v1/responses/{response_id}", response_model=ResponseObject)
     async def agent_retrieve_response(
-        project_slug: str, agent_name: str, response_id: str, ctx: Ctx, caller: Auth
+        project_slug: str, agent_name: str, response_id: str, request: Request, ctx: Ctx, caller: Auth
     ) -> ResponseObject:
         """One of this agent's responses, read back as on the root route."""
-        at = _response_id(response_id)
-        try:
-            spec = await resolve_agent(ctx, caller, project_slug, agent_name)
-        except NotFound:
-            raise ModelNotFound(f"{project_slug}/{agent_name}") from None
-        recorded = await read_response(ctx, caller, at, project_id=spec.agent.project_id)
-        if recorded.agent != spec.agent.slug:
-            raise ResponseNotFound(response_id)  # another agent's, in the same project
-        return _read_back(at, recorded, spec.project_slug)
+        return read_back(
+            await found_response(request, ctx, caller, response_id, AgentRef(project_slug, agent_name))
+        )
 
     return router
 
 
-def _response_id(value: str) -> ResponseId:
-    at = ResponseId.of(value)
-    if at is None:
-        raise ResponseNotFound(value)
-    return at
-
-
-def _read_back(at: ResponseId, recorded: RecordedResponse, project_slug: str) -> ResponseObject:
+def read_back(found: FoundResponse) -> ResponseObject:
     """A response read back, shaped as the create call shapes it."""
-    shape = ResponseShape(None, created_at=recorded.created_at, model=f"{project_slug}/{recorded.agent}")
+    at, recorded = found.at, found.recorded
+    shape = ResponseShape(
+        None, created_at=recorded.created_at, model=f"{found.project_slug}/{recorded.agent}"
+    )
     error = None
     if recorded.status in ("failed", "cancelled"):
         error = ResponseError(code=recorded.error_code, message=recorded.error_message)

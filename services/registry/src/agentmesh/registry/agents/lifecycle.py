@@ -69,6 +69,18 @@ def terminated(agent: Agent, now: datetime) -> Agent:
     return agent.model_copy(update={"status": AgentStatus.TERMINATED, "last_activity_at": now})
 
 
+def retired(agent: Agent) -> Agent:
+    """A terminated agent that gave its name and slug up to a new agent of the same ones: it keeps
+    its id, and names that say what it was (unique in the project by its id)."""
+    mark = agent.id.replace("-", "")[:12]
+    return agent.model_copy(
+        update={
+            "name": f"{agent.name[:70]} (terminated {mark})",
+            "slug": f"{agent.slug[:38].rstrip('-')}-terminated-{mark}",
+        }
+    )
+
+
 def run_started(agent: Agent, now: datetime) -> Agent:
     if agent.status is AgentStatus.PAUSED:
         raise AgentPaused(f"agent {agent.name!r} is paused")

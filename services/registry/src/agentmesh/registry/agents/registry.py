@@ -19,6 +19,7 @@ from agentmesh.registry.agents.lifecycle import (
     paused,
     resolve,
     resumed,
+    retired,
     terminated,
 )
 from agentmesh.registry.agents.versions import as_of, record_version
@@ -153,7 +154,11 @@ class AgentRegistry(AgentVersionRules):
 
     # --- Agents ------------------------------------------------------------------------------
 
-    async def create_agent(self, principal: Principal, new: NewAgent, *, request_id: str = "") -> Agent:
+    async def create_agent(
+        self, principal: Principal, new: NewAgent, *, request_id: str = "", replace_terminated: bool = False
+    ) -> Agent:
+        """Spawns an agent. With `replace_terminated`, a terminated agent of the same name or slug
+        gives them up to it (`retired`): how a terminated agent is re-created."""
         name = new.name.strip()
         slug = new.slug.strip() or slugify(name)
         raise_if(
@@ -176,6 +181,11 @@ class AgentRegistry(AgentVersionRules):
                     raise AgentTypeInactive(
                         f"agent type {agent_type.slug!r} is inactive; agents cannot be spawned"
                     )
+                gave_up: list[Agent] = []  # terminated agents whose name the new one takes
+                for ref in dict.fromkeys((name, slug)) if replace_terminated else ():
+                    held = await tx.get_agent(project_ref=(new.project_id, ref), for_update=True)
+                    if held is not None and held.status is AgentStatus.TERMINATED:
+                        gave_up.append(await tx.update_agent(retired(held)))
                 siblings = await tx.agent_slugs(new.project_id)
                 remotes = await tx.remote_agent_names(new.project_id)
                 raise_if(
@@ -200,7 +210,9 @@ class AgentRegistry(AgentVersionRules):
                 )
                 agent = await tx.insert_agent(agent, request_id=request_id or None)
                 await record_version(tx, agent, agent_type, by=principal.user_id, now=now)
-                return agent
+            for old in gave_up:  # an executor that knew it by its name forgets it
+                self.watch.changed(AgentChange(old.id, spec_changed=True))
+            return agent
         except DuplicateRequest:
             async with self._store.read() as tx:
                 return _found(await tx.get_agent(project_request=project_request), AgentNotFound, "agent")

@@ -79,7 +79,10 @@ class AgentRpcs:
 
     async def CreateAgent(self, request: pb.CreateAgentRequest, context: Context) -> pb.CreateAgentResponse:
         agent = await self._registry.create_agent(
-            caller(), convert.new_agent(request.agent), request_id=request.request_id
+            caller(),
+            convert.new_agent(request.agent),
+            request_id=request.request_id,
+            replace_terminated=request.replace_terminated,
         )
         return pb.CreateAgentResponse(
             agent=convert.agent_message(agent), warnings=await self._registry.agent_warnings(agent)

@@ -1306,8 +1306,15 @@ class CreateAgentRequest(_message.Message):
 
     AGENT_FIELD_NUMBER: _builtins.int
     REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REPLACE_TERMINATED_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Optional idempotency key."""
+    replace_terminated: _builtins.bool
+    """Re-creates a terminated agent: when the project's agent of the new agent's name or slug is
+    terminated, it gives them up (it keeps its id and its history, renamed to say it was
+    terminated) and the new agent takes them. A live agent's name stays taken. Off: a terminated
+    agent's name stays taken too (ALREADY_EXISTS, reason AGENT_NAME_TAKEN).
+    """
     @_builtins.property
     def agent(self) -> _resources_pb2.Agent:
         """The agent: project_id, agent_type_id, name, and optional slug (made from the name when
@@ -1319,10 +1326,11 @@ class CreateAgentRequest(_message.Message):
         *,
         agent: _resources_pb2.Agent | None = ...,
         request_id: _builtins.str = ...,
+        replace_terminated: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "request_id", b"request_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "replace_terminated", b"replace_terminated", "request_id", b"request_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,77 @@
+"""The README's CLI examples run as they are written, in order, each as the command a user types,
+against an in-process mesh signed in as its superuser: declaring agents and reading them back,
+project limits, agent versions and forking a session. Only `$SID` (a session the demo made) is the
+test's own; a command that fails, or an example that changes shape, fails here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from google.protobuf import field_mask_pb2
+
+from agentmesh.cli.main import app
+from agentmesh.cli.mesh import Mesh
+from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
+from tests.integration.cli.support import invoke
+from tests.mesh import MeshClient, bearer
+from tests.readme import readme_blocks, shell_commands
+
+
+async def _run(commands: list[list[str]], env: dict[str, str | None]) -> list[str]:
+    """Runs each `agentmesh …` command; their outputs."""
+    outputs = []
+    for command in commands:
+        assert command[0] == "agentmesh", command
+        ran = await invoke(app, command[1:], env=env)
+        assert ran.exit_code == 0, f"{' '.join(command)}:\n{ran.output}"
+        outputs.append(ran.output)
+    return outputs
+
+
+async def test_the_readmes_cli_examples_run(mesh: Mesh, client: MeshClient, tmp_path: Path) -> None:
+    token = await client.login()
+    env: dict[str, str | None] = {
+        "AGENTMESH_TOKEN": token,
+        "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address,
+        "AGENTMESH_EMAIL": None,
+        "AGENTMESH_PASSWORD": None,
+        "AGENTMESH_REGISTRY_ADDRESS": None,
+        "AGENTMESH_CONFIG_DIR": str(tmp_path),  # no login of the machine's user is read
+    }
+    declare, read = readme_blocks("### Declare agents", "sh")[:2]
+    applied, demo = await _run(shell_commands(declare), env)
+    assert "created" in applied and "42" in demo
+    # Reading them back; terminating the worker comes last, as the README says.
+    *reads, terminate = shell_commands(read)
+    assert terminate[:3] == ["agentmesh", "delete", "agent"]
+    *_, sessions = await _run(reads, env)
+    variables = {"SID": json.loads(sessions)[0]["id"]}
+
+    [limits] = readme_blocks("### Project limits", "sh")
+    _, shown = await _run(shell_commands(limits), env)
+    assert "concurrent_runs: 8" in shown
+
+    # An agent edited once, as the versions example has it (a diff of version 2 against 1).
+    metadata = bearer(token)
+    project = (
+        await client.registry.GetProject(reg.GetProjectRequest(slug="demo"), metadata=metadata)
+    ).project
+    found = await client.registry.GetAgent(
+        reg.GetAgentRequest(project_id=project.id, id="coordinator"), metadata=metadata
+    )
+    edit = resources_pb2.Agent(id=found.agent.id, project_id=project.id)
+    edit.config.max_steps = 3
+    edited = reg.UpdateAgentRequest(
+        agent=edit, update_mask=field_mask_pb2.FieldMask(paths=["config.max_steps"])
+    )
+    await client.registry.UpdateAgent(edited, metadata=metadata)
+    [versions] = readme_blocks("### Agent versions", "sh")
+    _, diff, *_ = await _run(shell_commands(versions, variables), env)
+    assert "max_steps" in diff
+
+    [fork] = readme_blocks("### Fork a session", "sh")
+    await _run(shell_commands(fork, variables), env)
+
+    await _run([terminate], env)
