@@ -1279,9 +1279,11 @@ class TaskPushConfig(_message.Message):
     id: _builtins.str
     """The config's id, unique within its task (the A2A client's, or one the registry made)."""
     project_id: _builtins.str
-    """The task's project, agent and run."""
+    """The task's project."""
     agent_id: _builtins.str
+    """The task's agent."""
     run_id: _builtins.str
+    """The task's run."""
     task_id: _builtins.str
     """The task's A2A id (what each notification names)."""
     url: _builtins.str
@@ -1289,8 +1291,9 @@ class TaskPushConfig(_message.Message):
     token: _builtins.str
     """Sent back in each notification's `X-A2A-Notification-Token` header."""
     auth_scheme: _builtins.str
-    """Sent as `Authorization: <scheme> <credentials>`; answers leave the credentials out."""
+    """Sent as `Authorization: <scheme> <credentials>`."""
     auth_credentials: _builtins.str
+    """The credentials of that header; answers leave them out."""
     @_builtins.property
     def create_time(self) -> _timestamp_pb2.Timestamp:
         """When it was set."""
@@ -1399,8 +1402,9 @@ class GetTaskPushConfigRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
-    """The task's project and run."""
+    """The task's project."""
     run_id: _builtins.str
+    """The task's run."""
     id: _builtins.str
     """The config's id."""
     def __init__(
@@ -1451,8 +1455,9 @@ class ListTaskPushConfigsRequest(_message.Message):
     PROJECT_ID_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
-    """The task's project and run."""
+    """The task's project."""
     run_id: _builtins.str
+    """The task's run."""
     def __init__(
         self,
         *,
@@ -1501,8 +1506,9 @@ class DeleteTaskPushConfigRequest(_message.Message):
     RUN_ID_FIELD_NUMBER: _builtins.int
     ID_FIELD_NUMBER: _builtins.int
     project_id: _builtins.str
-    """The task's project and run."""
+    """The task's project."""
     run_id: _builtins.str
+    """The task's run."""
     id: _builtins.str
     """The config's id."""
     def __init__(
