@@ -21,8 +21,8 @@ import pytest
 from agentmesh.common.v1 import run_pb2
 from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.registry.v1 import registry_service_pb2 as reg
-from tests.integration.executor.support import Agent, Stack, calls, delegate, event_type, kind
-from tests.integration.executor.test_human_input import asking_agent, respond
+from tests.integration.executor.support import Agent, Stack, event_type, kind
+from tests.integration.executor.test_human_input import ask, asking_agent, delegation_chain, respond
 from tests.polling import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -148,34 +148,10 @@ async def test_cancel_requests_are_checked(stack: Stack) -> None:
     )
 
 
-async def chain(stack: Stack, *callers: tuple[str, str]) -> list[Agent]:
-    """A worker that asks, and the agents above it, each delegating to the one below and then
-    answering its text (`then`, or what it read of the delegation): [worker, ..., top]."""
-    project = await stack.project()
-    suffix = uuid.uuid4().hex[:6]
-    agents = [
-        await stack.agent(
-            project,
-            f"worker-{suffix}",
-            tools=["ask_user"],
-            mock_responses=[calls("ask_user", question="?"), "x"],
-        )
-    ]
-    for name, then in callers:
-        below = agents[-1].name
-        agents.append(
-            await stack.agent(
-                project,
-                f"{name}-{suffix}",
-                network_access=[below],
-                mock_responses=[delegate(below, f"help {name}"), then],
-            )
-        )
-    return agents
-
-
 async def test_a_two_level_delegation_waiting_at_the_worker_is_cancelled_from_the_top(stack: Stack) -> None:
-    worker, middle, boss = await chain(stack, ("middle", "unused"), ("boss", "unused"))
+    worker, middle, boss = await delegation_chain(
+        stack, [ask(), "x"], ("middle", "unused"), ("boss", "unused")
+    )
     session = uuid.uuid4().hex
     events = await stack.chat(boss, "Go.", session_id=session)
     top = events[0].run_id
@@ -218,7 +194,9 @@ async def test_terminating_an_agent_cancels_its_waiting_runs(stack: Stack) -> No
 
 
 async def test_a_caller_waiting_on_a_terminated_agents_run_is_told_and_goes_on(stack: Stack) -> None:
-    worker, boss = await chain(stack, ("boss", "The worker was cancelled; done without it."))
+    worker, boss = await delegation_chain(
+        stack, [ask(), "x"], ("boss", "The worker was cancelled; done without it.")
+    )
     session = uuid.uuid4().hex
     events = await stack.chat(boss, "Go.", session_id=session)
     top = events[0].run_id

@@ -14,7 +14,7 @@ executor are left to end on their own; the run waiting on them then ends cancell
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
@@ -35,6 +35,7 @@ _INPUTS = InputRequestRow.__table__
 _PENDING = InputRequestState.PENDING.value
 # Delegations are bounded far below this; a loop in the links must not spin forever.
 _MAX_DEPTH = 100
+_MAX_RUNS = 1000
 
 
 def closed(request: InputRequest, cancellation: Cancellation, now: datetime) -> InputRequest:
@@ -45,6 +46,25 @@ def closed(request: InputRequest, cancellation: Cancellation, now: datetime) -> 
 
 def _request_of(row: Any) -> InputRequest:
     return InputRequest.model_validate({**row.request, "state": row.state, "response": row.response})
+
+
+class _Subtree:
+    """The runs of the subtrees below `roots` still to visit, breadth first, each once."""
+
+    def __init__(self, roots: Sequence[RunKey]) -> None:
+        self._frontier = list(roots)
+        self._seen: set[str] = set()
+
+    def add(self, runs: Iterable[Any]) -> None:
+        self._frontier += [(run[0], run[1]) for run in runs]
+
+    def next(self) -> RunKey | None:
+        while self._frontier and len(self._seen) < _MAX_RUNS:
+            run = self._frontier.pop(0)
+            if run[1] not in self._seen:
+                self._seen.add(run[1])
+                return run
+        return None
 
 
 # --- SQL -----------------------------------------------------------------------------------------
@@ -75,13 +95,8 @@ async def cancel_trees(
     """Cancels the parked runs of each root's subtree (see the module's docstring), top first;
     the runs it cancelled (one cancelled already is not again)."""
     cancelled: list[RunKey] = []
-    seen: set[str] = set()
-    frontier = list(roots)
-    while frontier and len(seen) < _MAX_DEPTH * 10:
-        run = frontier.pop(0)
-        if run[1] in seen:
-            continue
-        seen.add(run[1])
+    tree = _Subtree(roots)
+    while (run := tree.next()) is not None:
         this_run = sa.and_(_RUNS.c.agent_id == run[0], _RUNS.c.run_id == run[1])
         row = (
             await connection.execute(
@@ -92,12 +107,12 @@ async def cancel_trees(
             continue
         below = await children_of(connection, run)
         if below:
-            frontier += [
+            tree.add(
                 (child.agent_id, child.run_id)
                 for child in await connection.execute(
                     sa.select(_RUNS.c.agent_id, _RUNS.c.run_id).where(_RUNS.c.run_id.in_(below))
                 )
-            ]
+            )
         if not row.suspended or row.cancelled_by:
             continue
         await connection.execute(
@@ -143,18 +158,13 @@ def cancel_trees_in(
 ) -> list[RunKey]:
     """`cancel_trees` on the in-memory state."""
     cancelled: list[RunKey] = []
-    seen: set[str] = set()
-    frontier = list(roots)
-    while frontier and len(seen) < _MAX_DEPTH * 10:
-        run = frontier.pop(0)
-        if run[1] in seen:
-            continue
-        seen.add(run[1])
+    tree = _Subtree(roots)
+    while (run := tree.next()) is not None:
         lease = state.leases.get(run)
         if lease is None:
             continue
         below = state.run_waits.get(run, frozenset())
-        frontier += sorted(key for key in state.leases if key[1] in below)
+        tree.add(sorted(key for key in state.leases if key[1] in below))
         if not lease.suspended or lease.cancelled_by:
             continue
         for request in list(state.input_requests.values()):
