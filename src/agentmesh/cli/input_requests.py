@@ -1,4 +1,4 @@
-"""`agentmesh requests | approve | deny | answer`: the requests for a person's input that suspended
+"""`agentmesh requests | approve | deny | answer | cancel`: the requests for a person's input that suspended
 runs wait for (docs/human-in-the-loop.md), listed and answered through the gateway's gRPC port,
 signed in like every command.
 
@@ -6,6 +6,8 @@ signed in like every command.
 `approve ID`, `deny ID` and `answer ID TEXT` give a request its one response and stream the
 resumed run as `agentmesh chat` streams a run; when it asks again, a person at the terminal is
 asked at once (`cli/asking.py`), otherwise the command prints how to answer and exits with 3.
+`cancel ID` cancels the run that waits for the request instead (the session's waiting run, with
+the runs below it), and prints the runs cancelled.
 A request's id is unique in the mesh, so its project need not be named: without `--project` the
 request is looked for in every project the caller may see (one lookup each; `--project` makes it
 one lookup in all). Only typer and the shared options are imported up front, so `--help` is quick.
@@ -37,6 +39,7 @@ class State(StrEnum):
     pending = "pending"
     answered = "answered"
     expired = "expired"
+    cancelled = "cancelled"
 
 
 RequestIdArgument = Annotated[
@@ -59,7 +62,9 @@ ReasonOption = Annotated[str, typer.Option("--reason", help="Why (the model is t
 def requests(
     project: Annotated[str, typer.Argument(help="The project (slug or id).")],
     session: Annotated[str, typer.Option("--session", help="Only this session's requests.")] = "",
-    state: Annotated[State, typer.Option("--state", help="pending, answered or expired.")] = State.pending,
+    state: Annotated[
+        State, typer.Option("--state", help="pending, answered, expired or cancelled.")
+    ] = State.pending,
     output: Annotated[Output, typer.Option("--output", "-o", help="table, json or yaml.")] = Output.table,
     gateway: GatewayOption = None,
     email: EmailOption = None,
@@ -138,7 +143,9 @@ def _response_text(request: run_pb2.InputRequest) -> str:
     from agentmesh.common.v1 import run_pb2
 
     response = request.response
-    if response.decision == run_pb2.INPUT_DECISION_APPROVE:
+    if request.state == run_pb2.INPUT_REQUEST_STATE_CANCELLED:
+        said = "run cancelled"
+    elif response.decision == run_pb2.INPUT_DECISION_APPROVE:
         said = "approved"
     elif response.decision == run_pb2.INPUT_DECISION_DENY:
         said = "declined" if request.kind == run_pb2.INPUT_KIND_QUESTION else "denied"
@@ -208,6 +215,32 @@ def answer(
     if not text.strip():
         raise typer.BadParameter("an answer cannot be empty", param_hint="TEXT")
     _respond(request_id, _Response(answer=text), project, gateway, (email, password, token))
+
+
+def cancel(
+    request_id: RequestIdArgument,
+    reason: Annotated[str, typer.Option("--reason", help="Why (recorded with the runs' ends).")] = "",
+    project: ProjectOption = None,
+    gateway: GatewayOption = None,
+    email: EmailOption = None,
+    password: PasswordOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Cancel the run that waits for a request (the session's waiting run, and the runs below it)
+    instead of answering it: each ends cancelled, and the session takes its next message."""
+    from agentmesh.cli.client import run_signed_in
+
+    async def work(connection: Any) -> str:
+        found, request = await _find_request(connection, request_id, project)
+        cancelled = await connection.registry.cancel_waiting_run(
+            found.id, request.id, reason=reason, metadata=connection.metadata
+        )
+        runs = ", ".join(cancelled.run_ids)
+        return (
+            f"cancelled the run{'s' if len(cancelled.run_ids) != 1 else ''} waiting for {request.id}: {runs}"
+        )
+
+    run_signed_in(gateway, (email, password, token), work)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,10 @@ COMMANDS = {
         "agentmesh.cli.input_requests:answer",
         "Answer a question a run waits for, and follow the resumed run.",
     ),
+    "cancel": LazyCommand(
+        "agentmesh.cli.input_requests:cancel",
+        "Cancel the run that waits for a request (and the runs below it) instead of answering it.",
+    ),
     "limits": LazyCommand(
         "agentmesh.cli.limits:limits",
         "Show a project's limits, or set them (superusers; owners may only lower them).",

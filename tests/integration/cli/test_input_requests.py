@@ -15,9 +15,11 @@ from agentmesh.cli.mesh import Mesh
 from agentmesh.common.v1 import run_pb2
 from agentmesh.registry.client import RegistryClient
 from agentmesh.registry.v1 import registry_service_pb2 as reg
+from agentmesh.registry.v1 import resources_pb2
 from tests.bearer import service_channel, system_metadata
 from tests.integration.cli.support import CTRL_D, Terminal, agentmesh
 from tests.mesh import JWT_SECRET, SUPERUSER_EMAIL, MeshClient, Seeded, bearer
+from tests.polling import eventually
 
 QUESTION = "Which city should I book?"
 
@@ -151,6 +153,13 @@ async def test_approve_and_deny_respond_once_and_follow_the_run(mesh: Mesh, clie
     assert out.splitlines()[1].endswith(f"approved by {SUPERUSER_EMAIL} (fine)")
 
 
+async def _idle(client: MeshClient, seeded: Seeded) -> bool:
+    got = await client.registry.GetAgent(
+        reg.GetAgentRequest(project_id=seeded.project_id, id=seeded.agent_id), metadata=bearer(seeded.token)
+    )
+    return got.agent.status == resources_pb2.AGENT_STATUS_IDLE
+
+
 async def _pending(client: MeshClient, seeded: Seeded) -> list[run_pb2.InputRequest]:
     listed = await client.registry.ListInputRequests(
         reg.ListInputRequestsRequest(project_id=seeded.project_id), metadata=bearer(seeded.token)
@@ -199,3 +208,24 @@ async def test_deny_declines_a_question_and_the_model_is_told(mesh: Mesh, client
     assert f"{seeded.project_slug}/{seeded.agent_name}: I will pick a city myself.\n" in out
     code, out, _ = await agentmesh("requests", seeded.project_slug, "--state", "answered", env=env)
     assert out.splitlines()[1].endswith(f"declined by {SUPERUSER_EMAIL} (not telling)")
+
+
+async def test_cancel_ends_the_waiting_run_and_the_session_goes_on(mesh: Mesh, client: MeshClient) -> None:
+    seeded = await asking_agent(client)
+    env = {"AGENTMESH_TOKEN": seeded.token, "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address}
+    session = uuid.uuid4().hex
+    code, out, err = await run_agentmesh("chat", seeded.ref, "Book me a trip.", "--session", session, env=env)
+    assert code == 3, out + err
+    (request,) = await _pending(client, seeded)
+
+    code, out, err = await run_agentmesh("cancel", request.id, "--reason", "plans changed", env=env)
+    assert (code, err) == (0, ""), out + err
+    assert out == f"cancelled the run waiting for {request.id}: {request.run_id}\n"
+    code, out, err = await run_agentmesh("answer", request.id, "Lisbon", env=env)
+    assert code == 1 and "cancelled" in err, out + err
+    code, out, _ = await run_agentmesh("requests", seeded.project_slug, "--state", "cancelled", env=env)
+    assert out.splitlines()[1].endswith(f"run cancelled by {SUPERUSER_EMAIL} (plans changed)"), out
+    # Once its end is recorded, the session takes the next message (the script asks again).
+    await eventually(lambda: _idle(client, seeded), what="the agent idle again")
+    code, out, err = await run_agentmesh("chat", seeded.ref, "Again.", "--session", session, env=env)
+    assert code == 3, out + err

@@ -2,8 +2,9 @@
 task goes `input-required` with the question (text) and the request (a data part), live and when
 read back from the log; the next message on the task answers it and the task goes on to its end,
 streamed or returned as a new message's would be. A reply that does not fit is the spec's
-InvalidParamsError; a request someone else answered meanwhile, UnsupportedOperationError; a
-cancel, TaskNotCancelableError. A worker the agent delegated to asks the same way: the task is
+InvalidParamsError; a request someone else answered meanwhile, UnsupportedOperationError. A
+cancel cancels the waiting run: the task is `canceled`, its request closed, and the context takes
+the next message. A worker the agent delegated to asks the same way: the task is
 `input-required` with the worker's question, and the answer goes on to the agent's own end.
 
 Approvals (a tool whose permission is `ask`): "approve" runs the call, a reply that is neither
@@ -123,7 +124,32 @@ async def test_streaming_shows_the_question_and_then_the_resumed_run(
         assert "".join(chunks) == "Booked Oslo."
 
 
-async def test_a_reply_that_does_not_fit_or_a_cancel_is_refused_and_the_task_still_waits(
+async def test_cancelling_an_input_required_task_cancels_its_run(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    async with waiting_task(api, http, binding, "Booked.") as (agent, client, task):
+        request_id = asked(task.status.message)["id"]
+        cancelled = await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
+        assert cancelled.id == task.id and cancelled.status.state == State.TASK_STATE_CANCELED, (
+            cancelled.status
+        )
+        got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
+        assert got.status.state == State.TASK_STATE_CANCELED
+        # Its request is closed: answering it over REST is refused, saying the run was cancelled.
+        refused = await http.post(
+            f"/api/v1/projects/{agent.project_id}/input-requests/{request_id}/respond",
+            json={"answer": "Rome"},
+            headers=agent.owner.headers,
+        )
+        assert refused.status_code == 409 and "cancelled" in refused.text, refused.text
+        # The context takes a new task (the script starts over: it asks again).
+        request = send_request("Book me another trip.")
+        request.message.context_id = task.context_id
+        [again] = await sent(client, request)
+        assert again.task.id != task.id and again.task.status.state == State.TASK_STATE_INPUT_REQUIRED
+
+
+async def test_a_reply_that_does_not_fit_is_refused_and_the_task_still_waits(
     binding: str, api: Api, http: httpx.AsyncClient, once: None
 ) -> None:
     async with waiting_task(api, http, binding, "Booked.") as (_, client, task):
@@ -131,9 +157,6 @@ async def test_a_reply_that_does_not_fit_or_a_cancel_is_refused_and_the_task_sti
             await sent(client, answer("   ", task))
         with pytest.raises(a2a_errors.InvalidParamsError, match=r"message\.parts\[0\]\.data\.answer"):
             await sent(client, data_answer({"decision": "approve"}, task))
-        # Its run is parked, held by no executor: it is answered (or expires), not cancelled.
-        with pytest.raises(a2a_errors.TaskNotCancelableError, match="is input-required"):
-            await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
         got = await client.get_task(a2a_pb2.GetTaskRequest(id=task.id))
         assert got.status.state == State.TASK_STATE_INPUT_REQUIRED
         [done] = await sent(client, answer("Rome", task))

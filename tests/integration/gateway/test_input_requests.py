@@ -283,12 +283,65 @@ async def test_the_public_grpc_api_serves_them_with_the_same_policy(
         assert waiting.agent.owner.email in (second.value.details() or "")
 
 
+async def test_a_waiting_run_is_cancelled_over_rest_and_its_requests_closed(
+    http: httpx.AsyncClient, api: Api, registry: RegistryClient
+) -> None:
+    waiting = await suspend(api, registry)
+    owner = waiting.agent.owner
+    stranger = await api.user()
+    cancel = f"{waiting.base}/{waiting.question_id}/cancel-run"
+    assert (await http.post(cancel, json={}, headers=stranger.headers)).status_code == 404
+    too_long = await http.post(cancel, json={"reason": "x" * 2001}, headers=owner.headers)
+    assert too_long.status_code == 422 and "reason" in too_long.text
+
+    scoped = await create_key(http, owner, project_id=waiting.agent.project_id)
+    cancelled = await http.post(cancel, json={"reason": "plans changed"}, headers=key_headers(scoped["key"]))
+    assert cancelled.status_code == 200, cancelled.text
+    body = cancelled.json()
+    assert body["run_ids"] == [waiting.question_id.removesuffix("-q")]
+    assert body["input_request"]["state"] == "cancelled"
+    assert body["input_request"]["response"]["responder"] == f"api-key:{scoped['id']}"
+    assert body["input_request"]["response"]["reason"] == "plans changed"
+
+    # Both of the run's requests are closed: a response, or a second cancel, is a 409 saying so.
+    for request_id in (waiting.approval_id, waiting.question_id):
+        refused = await http.post(
+            f"{waiting.base}/{request_id}/respond", json={"decision": "deny"}, headers=owner.headers
+        )
+        assert refused.status_code == 409 and "cancelled" in refused.text, refused.text
+    again = await http.post(cancel, headers=owner.headers)
+    assert again.status_code == 409 and "cancelled" in again.text
+    listed = await http.get(waiting.base, params={"state": "cancelled"}, headers=owner.headers)
+    assert {r["id"] for r in listed.json()["data"]} == {waiting.approval_id, waiting.question_id}
+
+
+async def test_the_public_grpc_api_cancels_a_waiting_run_with_the_same_policy(
+    mesh: Mesh, api: Api, registry: RegistryClient
+) -> None:
+    waiting = await suspend(api, registry)
+    project = waiting.agent.project_id
+    cancel = reg.CancelWaitingRunRequest(project_id=project, input_request_id=waiting.approval_id)
+    async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
+        stub = reg_grpc.RegistryServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as hidden:
+            await stub.CancelWaitingRun(cancel, metadata=bearer((await api.user()).token))
+        assert hidden.value.code() == grpc.StatusCode.NOT_FOUND
+        cancelled = await stub.CancelWaitingRun(cancel, metadata=bearer(waiting.agent.owner.token))
+        assert cancelled.input_request.state == run_pb2.INPUT_REQUEST_STATE_CANCELLED
+        assert len(cancelled.run_ids) == 1
+        with pytest.raises(grpc.aio.AioRpcError) as second:
+            await stub.CancelWaitingRun(cancel, metadata=bearer(waiting.agent.owner.token))
+        assert second.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "cancelled" in (second.value.details() or "")
+
+
 async def test_the_openapi_schema_describes_the_routes(http: httpx.AsyncClient, once: None) -> None:
     schema = (await http.get("/openapi.json")).json()
     base = "/api/v1/projects/{project_id}/input-requests"
     assert {base, base + "/{request_id}", base + "/{request_id}/respond"} <= set(schema["paths"])
     request_out = schema["components"]["schemas"]["InputRequestOut"]["properties"]
-    assert request_out["state"]["enum"] == ["pending", "answered", "expired"]
+    assert request_out["state"]["enum"] == ["pending", "answered", "expired", "cancelled"]
+    assert base + "/{request_id}/cancel-run" in schema["paths"]
     body = schema["components"]["schemas"]["InputResponseIn"]
     assert body.get("additionalProperties") is False
 

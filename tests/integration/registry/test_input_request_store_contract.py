@@ -9,9 +9,16 @@ from datetime import timedelta
 
 import pytest
 
-from agentmesh.registry.errors import InputAlreadyAnswered, InputRequestExpired, RunNotHeld
+from agentmesh.registry.errors import (
+    InputAlreadyAnswered,
+    InputRequestExpired,
+    InputRequestNotFound,
+    RunCancelled,
+    RunNotHeld,
+)
 from agentmesh.registry.models import AgentStatus, PageRequest
 from agentmesh.registry.runs.input_models import (
+    Cancellation,
     InputDecision,
     InputKind,
     InputRequest,
@@ -127,3 +134,65 @@ async def test_a_run_parked_on_a_run_below_is_claimed_once_that_one_ended(
     (resumed,) = await leases.claim("exec-z", T0, T0 + LEASE, 10)
     assert (resumed.run_id, resumed.input_requests) == ("caller", ())
     assert await _books(registry_store, agent.id) == (AgentStatus.IDLE, 0, 0)
+
+
+async def test_a_cancelled_tree_is_handed_out_bottom_up_and_closing_releases_its_callers(
+    registry_store: RegistryStore,
+) -> None:
+    owner, _, project, agent = await _world(registry_store)
+    visible = Visibility(owner, everything=False)
+    for run_id in ("top", "middle", "run-1"):
+        await registry_store.start_run(
+            visible, agent.id, run_id, T0, lease=RunLease("s-1", "exec-x", T0 + LEASE)
+        )
+    inputs, leases = registry_store.input_requests, registry_store.leases
+    await inputs.suspend("exec-x", (agent.id, "run-1"), [_raised("a", agent.id)], T0)
+    await inputs.suspend("exec-x", (agent.id, "middle"), [], T0, waits_on=["run-1"])
+    await inputs.suspend("exec-x", (agent.id, "top"), [], T0, waits_on=["middle"])
+    assert await _books(registry_store, agent.id) == (AgentStatus.WAITING, 0, 3)
+
+    # The worker's request names the tree: cancelled from the top, every run of it.
+    cancellation = Cancellation(by="ada@example.com", reason="plans changed")
+    closed, cancelled = await inputs.cancel_run(project.id, "a", cancellation, T0)
+    assert cancelled == [(agent.id, "top"), (agent.id, "middle"), (agent.id, "run-1")]
+    assert closed.state is InputRequestState.CANCELLED and closed.response is not None
+    assert (closed.response.responder, closed.response.reason) == ("ada@example.com", "plans changed")
+    stored = await inputs.get_request(project.id, "a")
+    assert stored is not None and stored.state is InputRequestState.CANCELLED
+    with pytest.raises(RunCancelled):
+        await inputs.respond(project.id, "a", InputResponse(decision=InputDecision.APPROVE), T0)
+    with pytest.raises(RunCancelled):
+        await inputs.cancel_run(project.id, "a", cancellation, T0)
+    with pytest.raises(InputRequestNotFound):
+        await inputs.cancel_run(project.id, "nope", cancellation, T0)
+
+    # Bottom up: only the worker is due; closing it releases the middle, then the top.
+    for run_id, caller in (("run-1", "middle"), ("middle", "top"), ("top", None)):
+        (orphan,) = await leases.claim("exec-y", T0, T0 + LEASE, 10)
+        assert (orphan.run_id, orphan.cancelled_by) == (run_id, "ada@example.com: plans changed")
+        assert await leases.close("exec-y", [(agent.id, run_id)], T0) == (1 if caller else 0)
+    assert await leases.claim("exec-y", T0 + HOUR, T0 + HOUR + LEASE, 10) == []
+    assert await _books(registry_store, agent.id) == (AgentStatus.IDLE, 0, 0)
+    # The session's turn is free: no run of it is left.
+    assert await inputs.cancel_agent_runs(agent.id, cancellation, T0) == []
+
+
+async def test_an_agents_waiting_runs_are_cancelled_and_its_caller_woken(
+    registry_store: RegistryStore,
+) -> None:
+    owner, _, _, agent = await _world(registry_store)
+    visible = Visibility(owner, everything=False)
+    for run_id in ("caller", "run-1"):
+        await registry_store.start_run(
+            visible, agent.id, run_id, T0, lease=RunLease("s-1", "exec-x", T0 + LEASE)
+        )
+    inputs, leases = registry_store.input_requests, registry_store.leases
+    await inputs.suspend("exec-x", (agent.id, "run-1"), [_raised("a", agent.id)], T0)
+    await inputs.suspend("exec-x", (agent.id, "caller"), [], T0, waits_on=["run-1"])
+    cancelled = await inputs.cancel_agent_runs(agent.id, Cancellation(by="ada@example.com"), T0)
+    assert sorted(cancelled) == [(agent.id, "caller"), (agent.id, "run-1")]
+    (orphan,) = await leases.claim("exec-y", T0, T0 + LEASE, 10)
+    assert (orphan.run_id, orphan.cancelled_by) == ("run-1", "ada@example.com")
+    assert await leases.close("exec-y", [(agent.id, "run-1")], T0) == 1
+    (caller,) = await leases.claim("exec-y", T0, T0 + LEASE, 10)
+    assert caller.run_id == "caller" and caller.cancelled_by == "ada@example.com"

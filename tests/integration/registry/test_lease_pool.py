@@ -59,7 +59,7 @@ async def test_renewals_and_sweeps_do_not_wait_for_the_main_pool(
         assert await leases.expire(T0 + LEASE + timedelta(seconds=1)) == 1
         (orphan,) = await leases.claim("executor-b", T0 + LEASE * 2, T0 + LEASE * 3, 10)
         assert orphan.run_id == "dropped"
-        await leases.close("executor-b", [(agent.id, "dropped")])
+        await leases.close("executor-b", [(agent.id, "dropped")], T0)
 
 
 async def test_a_start_that_waited_for_a_connection_gets_its_whole_lease(

@@ -59,8 +59,8 @@ async def test_an_unrenewed_lease_expires_and_its_run_goes_to_one_live_executor(
     # Its taker dies too: once the taker's lease expires, another executor gets it.
     again = expired_at + LEASE + timedelta(seconds=1)
     assert [o.run_id for o in await leases.claim("executor-c", again, again + LEASE, 10)] == ["dropped"]
-    await leases.close("executor-b", [(agent.id, "dropped")])  # not b's any more: kept
-    await leases.close("executor-c", [(agent.id, "dropped")])
+    await leases.close("executor-b", [(agent.id, "dropped")], T0)  # not b's any more: kept
+    await leases.close("executor-c", [(agent.id, "dropped")], T0)
     assert await leases.claim("executor-d", again + LEASE * 2, again + LEASE * 3, 10) == []
 
     finished = await registry_store.finish_run(
@@ -114,7 +114,7 @@ async def test_a_resumed_orphan_counts_in_flight_again_and_its_end_counts_once(
     assert await _counters(registry_store, agent.id) == (AgentStatus.WORKING, 1, 0, 0)
     # Closing it is not how it ends (it is no orphan any more); the closed one stays counted out,
     # exactly once.
-    await leases.close("executor-b", [resumed, closed])
+    await leases.close("executor-b", [resumed, closed], T0)
     assert await _counters(registry_store, agent.id) == (AgentStatus.WORKING, 1, 0, 0)
     # Nobody else is handed either, even once their leases from the claim ran out.
     assert await leases.claim("executor-c", expired_at + LEASE * 3, expired_at + LEASE * 4, 10) == []

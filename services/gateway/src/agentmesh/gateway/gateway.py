@@ -226,6 +226,17 @@ class AgentGateway:
             parked=lambda ids: self._parked(caller, project_id, ids),
         )
 
+    async def cancel_waiting_run(
+        self, caller: Caller, project_id: str, request_id: str, *, reason: str = ""
+    ) -> list[str]:
+        """Cancels the session's run that waits for a pending request (the registry's
+        CancelWaitingRun, as the caller): the runs cancelled, top first. FailedPrecondition when
+        the request is not pending any more."""
+        cancelled = await self._registry.cancel_waiting_run(
+            project_id, request_id, reason=reason, metadata=caller.metadata
+        )
+        return list(cancelled.run_ids)
+
     async def respond_to_input(
         self, caller: Caller, project_id: str, request_id: str, response: run_pb2.InputResponse
     ) -> AsyncIterator[run_pb2.RunEvent]:

@@ -203,6 +203,7 @@ RPC_POLICY: Mapping[str, Rule] = {
     _REGISTRY + "ListInputRequests": owner(_project_id("project_id")),
     _REGISTRY + "GetInputRequest": owner(_project_id("project_id")),
     _REGISTRY + "RespondToInputRequest": owner(_project_id("project_id")),
+    _REGISTRY + "CancelWaitingRun": owner(_project_id("project_id")),
     _REGISTRY + "SummarizeUsage": owner(_project_id("project_id")),
     # Schedules: the project's owner; their runs run as the schedule's creator.
     _REGISTRY + "CreateSchedule": owner(_project_id("schedule.project_id")),
@@ -334,6 +335,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("GET", "/api/v1/projects/{project_id}/input-requests"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/input-requests/{request_id}"): _OWNER_BY_ID,
     ("POST", "/api/v1/projects/{project_id}/input-requests/{request_id}/respond"): _OWNER_BY_ID,
+    ("POST", "/api/v1/projects/{project_id}/input-requests/{request_id}/cancel-run"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/usage"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/agents/{agent_id}/versions"): _OWNER_BY_ID,
     ("GET", "/api/v1/projects/{project_id}/agents/{agent_id}/versions/{number}"): _OWNER_BY_ID,

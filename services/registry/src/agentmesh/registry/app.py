@@ -178,6 +178,7 @@ async def open_components(settings: RegistrySettings) -> Components:
         lease_seconds=settings.run_lease_seconds,
         startup_grace_seconds=settings.run_lease_startup_grace_seconds,
         clock=utc_now,
+        runs_ready=watch.runs_ready,
     )
     api_keys = ApiKeys(store, projects=projects, page_tokens=PageTokens(secret), clock=utc_now)
     # Webhook endpoints are tenants' URLs: off the private network and the registry's own port.

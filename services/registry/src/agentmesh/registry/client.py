@@ -28,6 +28,7 @@ from agentmesh.registry.errors import (
     InputRequestNotFound,
     InvalidTransition,
     ProjectNotFound,
+    RunCancelled,
     RunNotFound,
     RunNotHeld,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidTransition",
     "ProjectNotFound",
     "RegistryClient",
+    "RunCancelled",
     "RunNotFound",
     "RunNotHeld",
 ]

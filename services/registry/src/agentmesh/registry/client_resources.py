@@ -438,6 +438,16 @@ class ResourceCalls:
         request = pb.RespondToInputRequestRequest(project_id=project_id, id=request_id, response=response)
         return (await unary(self.stub.RespondToInputRequest, request, metadata=metadata)).input_request
 
+    async def cancel_waiting_run(
+        self, project_id: str, request_id: str, *, reason: str = "", metadata: Metadata | None = None
+    ) -> pb.CancelWaitingRunResponse:
+        """Cancels the run that waits for a pending request (and the waiting runs above and
+        below it); FailedPrecondition when the request is not pending."""
+        request = pb.CancelWaitingRunRequest(
+            project_id=project_id, input_request_id=request_id, reason=reason
+        )
+        return await unary(self.stub.CancelWaitingRun, request, metadata=metadata)
+
 
 def _collect(found: Iterable[str], into: list[str] | None) -> None:
     if into is not None:

@@ -424,6 +424,7 @@ def renewal_message(renewal: Renewal) -> internal_pb2.RenewRunLeasesResponse:
                 agent_name=orphan.agent_name,
                 input_requests=[input_request_message(request) for request in orphan.input_requests],
                 parked=orphan.parked,
+                cancelled_by=orphan.cancelled_by,
             )
             for orphan in renewal.orphans
         ],

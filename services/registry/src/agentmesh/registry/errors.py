@@ -55,6 +55,7 @@ __all__ = [
     "RegistrationClosed",
     "RemoteAgentNameTaken",
     "RemoteAgentNotFound",
+    "RunCancelled",
     "RunNotFound",
     "RunNotHeld",
     "SessionAgentAmbiguous",
@@ -279,6 +280,12 @@ class RunNotHeld(FailedPrecondition):
 
 class InputRequestNotFound(NotFound):
     default_reason = "INPUT_REQUEST_NOT_FOUND"
+
+
+class RunCancelled(FailedPrecondition):
+    """The run a request for input belongs to was cancelled while it waited: nobody may respond."""
+
+    default_reason = "RUN_CANCELLED"
 
 
 class InputAlreadyAnswered(FailedPrecondition):

@@ -96,6 +96,7 @@ class StoredLease:
     expires_at: datetime
     orphaned: bool = False
     suspended: bool = False  # parked while it waits for a person's input
+    cancelled_by: str = ""  # cancelled while it waited: who, and why
 
 
 @dataclass(frozen=True)

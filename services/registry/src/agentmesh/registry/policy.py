@@ -87,6 +87,7 @@ POLICY: Mapping[str, Access] = {
     "ListInputRequests": Access.AUTHENTICATED,
     "GetInputRequest": Access.AUTHENTICATED,
     "RespondToInputRequest": Access.AUTHENTICATED,
+    "CancelWaitingRun": Access.AUTHENTICATED,
     # The cost ledger's summaries: the project's owner, superusers, and API keys scoped to it
     # (the rules check it, `usage/ledger.py`).
     "SummarizeUsage": Access.AUTHENTICATED,

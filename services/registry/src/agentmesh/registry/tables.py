@@ -241,6 +241,7 @@ class AgentRunRow(Base):
     # Parked while it waits for a person's input (migration 0011): no executor holds it, and it is
     # not handed to one until its requests are answered or expire.
     suspended: Mapped[bool] = mapped_column(sa.Boolean, server_default=sa.false())
+    cancelled_by: Mapped[str] = mapped_column(sa.Text, server_default="")  # while parked (0024): who, why
 
 
 class InputRequestRow(Base):

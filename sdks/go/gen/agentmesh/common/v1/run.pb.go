@@ -167,6 +167,9 @@ const (
 	InputRequestState_INPUT_REQUEST_STATE_ANSWERED InputRequestState = 2
 	// Nobody responded before `expires_at`: it counts as a denial the model is told about.
 	InputRequestState_INPUT_REQUEST_STATE_EXPIRED InputRequestState = 3
+	// Its run was cancelled while it waited (see `response`: who cancelled it, and why): nobody
+	// can respond to it any more.
+	InputRequestState_INPUT_REQUEST_STATE_CANCELLED InputRequestState = 4
 )
 
 // Enum value maps for InputRequestState.
@@ -176,12 +179,14 @@ var (
 		1: "INPUT_REQUEST_STATE_PENDING",
 		2: "INPUT_REQUEST_STATE_ANSWERED",
 		3: "INPUT_REQUEST_STATE_EXPIRED",
+		4: "INPUT_REQUEST_STATE_CANCELLED",
 	}
 	InputRequestState_value = map[string]int32{
 		"INPUT_REQUEST_STATE_UNSPECIFIED": 0,
 		"INPUT_REQUEST_STATE_PENDING":     1,
 		"INPUT_REQUEST_STATE_ANSWERED":    2,
 		"INPUT_REQUEST_STATE_EXPIRED":     3,
+		"INPUT_REQUEST_STATE_CANCELLED":   4,
 	}
 )
 
@@ -1723,7 +1728,8 @@ type InputResponse struct {
 	Answer string `protobuf:"bytes,3,opt,name=answer,proto3" json:"answer,omitempty"`
 	// Edited arguments an approval runs the call with instead of the model's (unset: as asked).
 	Arguments *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
-	// Who responded: the user's email, "api-key:<key id>", or "system" for an expiry.
+	// Who responded: the user's email, "api-key:<key id>", or "system" for an expiry; for a
+	// cancelled request, who cancelled its run.
 	Responder string `protobuf:"bytes,5,opt,name=responder,proto3" json:"responder,omitempty"`
 	// When.
 	RespondedAt   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=responded_at,json=respondedAt,proto3" json:"responded_at,omitempty"`
@@ -2042,12 +2048,13 @@ const file_agentmesh_common_v1_run_proto_rawDesc = "" +
 	"\x16INPUT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13INPUT_KIND_APPROVAL\x10\x01\x12\x17\n" +
 	"\x13INPUT_KIND_QUESTION\x10\x02\x12\x1a\n" +
-	"\x16INPUT_KIND_CLIENT_TOOL\x10\x03*\x9c\x01\n" +
+	"\x16INPUT_KIND_CLIENT_TOOL\x10\x03*\xbf\x01\n" +
 	"\x11InputRequestState\x12#\n" +
 	"\x1fINPUT_REQUEST_STATE_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bINPUT_REQUEST_STATE_PENDING\x10\x01\x12 \n" +
 	"\x1cINPUT_REQUEST_STATE_ANSWERED\x10\x02\x12\x1f\n" +
-	"\x1bINPUT_REQUEST_STATE_EXPIRED\x10\x03*d\n" +
+	"\x1bINPUT_REQUEST_STATE_EXPIRED\x10\x03\x12!\n" +
+	"\x1dINPUT_REQUEST_STATE_CANCELLED\x10\x04*d\n" +
 	"\rInputDecision\x12\x1e\n" +
 	"\x1aINPUT_DECISION_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INPUT_DECISION_APPROVE\x10\x01\x12\x17\n" +

@@ -5742,6 +5742,125 @@ func (x *RespondToInputRequestResponse) GetInputRequest() *v1.InputRequest {
 	return nil
 }
 
+// CancelWaitingRunRequest is the input of CancelWaitingRun.
+type CancelWaitingRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// A pending request of the run to cancel (or of a run below it).
+	InputRequestId string `protobuf:"bytes,2,opt,name=input_request_id,json=inputRequestId,proto3" json:"input_request_id,omitempty"`
+	// Why (optional, at most 2,000 characters): recorded with the runs' ends and the requests.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelWaitingRunRequest) Reset() {
+	*x = CancelWaitingRunRequest{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelWaitingRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelWaitingRunRequest) ProtoMessage() {}
+
+func (x *CancelWaitingRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelWaitingRunRequest.ProtoReflect.Descriptor instead.
+func (*CancelWaitingRunRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{102}
+}
+
+func (x *CancelWaitingRunRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *CancelWaitingRunRequest) GetInputRequestId() string {
+	if x != nil {
+		return x.InputRequestId
+	}
+	return ""
+}
+
+func (x *CancelWaitingRunRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CancelWaitingRunResponse is the output of CancelWaitingRun.
+type CancelWaitingRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The request, cancelled.
+	InputRequest *v1.InputRequest `protobuf:"bytes,1,opt,name=input_request,json=inputRequest,proto3" json:"input_request,omitempty"`
+	// The runs cancelled: the top one first, then the runs below it.
+	RunIds        []string `protobuf:"bytes,2,rep,name=run_ids,json=runIds,proto3" json:"run_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelWaitingRunResponse) Reset() {
+	*x = CancelWaitingRunResponse{}
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[103]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelWaitingRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelWaitingRunResponse) ProtoMessage() {}
+
+func (x *CancelWaitingRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[103]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelWaitingRunResponse.ProtoReflect.Descriptor instead.
+func (*CancelWaitingRunResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{103}
+}
+
+func (x *CancelWaitingRunResponse) GetInputRequest() *v1.InputRequest {
+	if x != nil {
+		return x.InputRequest
+	}
+	return nil
+}
+
+func (x *CancelWaitingRunResponse) GetRunIds() []string {
+	if x != nil {
+		return x.RunIds
+	}
+	return nil
+}
+
 // SummarizeUsageRequest is the input of SummarizeUsage.
 type SummarizeUsageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5759,7 +5878,7 @@ type SummarizeUsageRequest struct {
 
 func (x *SummarizeUsageRequest) Reset() {
 	*x = SummarizeUsageRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[104]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5771,7 +5890,7 @@ func (x *SummarizeUsageRequest) String() string {
 func (*SummarizeUsageRequest) ProtoMessage() {}
 
 func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[102]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[104]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5784,7 +5903,7 @@ func (x *SummarizeUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageRequest.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{102}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{104}
 }
 
 func (x *SummarizeUsageRequest) GetProjectId() string {
@@ -5843,7 +5962,7 @@ type UsageGroup struct {
 
 func (x *UsageGroup) Reset() {
 	*x = UsageGroup{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[103]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[105]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5855,7 +5974,7 @@ func (x *UsageGroup) String() string {
 func (*UsageGroup) ProtoMessage() {}
 
 func (x *UsageGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[103]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[105]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5868,7 +5987,7 @@ func (x *UsageGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UsageGroup.ProtoReflect.Descriptor instead.
 func (*UsageGroup) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{103}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{105}
 }
 
 func (x *UsageGroup) GetAgentId() string {
@@ -5949,7 +6068,7 @@ type SummarizeUsageResponse struct {
 
 func (x *SummarizeUsageResponse) Reset() {
 	*x = SummarizeUsageResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[104]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[106]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5961,7 +6080,7 @@ func (x *SummarizeUsageResponse) String() string {
 func (*SummarizeUsageResponse) ProtoMessage() {}
 
 func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[104]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[106]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5974,7 +6093,7 @@ func (x *SummarizeUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SummarizeUsageResponse.ProtoReflect.Descriptor instead.
 func (*SummarizeUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{104}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{106}
 }
 
 func (x *SummarizeUsageResponse) GetGroups() []*UsageGroup {
@@ -6009,7 +6128,7 @@ type CreateWebhookRequest struct {
 
 func (x *CreateWebhookRequest) Reset() {
 	*x = CreateWebhookRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[105]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[107]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6021,7 +6140,7 @@ func (x *CreateWebhookRequest) String() string {
 func (*CreateWebhookRequest) ProtoMessage() {}
 
 func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[105]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[107]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6034,7 +6153,7 @@ func (x *CreateWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWebhookRequest.ProtoReflect.Descriptor instead.
 func (*CreateWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{105}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{107}
 }
 
 func (x *CreateWebhookRequest) GetWebhook() *Webhook {
@@ -6055,7 +6174,7 @@ type CreateWebhookResponse struct {
 
 func (x *CreateWebhookResponse) Reset() {
 	*x = CreateWebhookResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[106]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[108]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6067,7 +6186,7 @@ func (x *CreateWebhookResponse) String() string {
 func (*CreateWebhookResponse) ProtoMessage() {}
 
 func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[106]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[108]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6080,7 +6199,7 @@ func (x *CreateWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateWebhookResponse.ProtoReflect.Descriptor instead.
 func (*CreateWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{106}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{108}
 }
 
 func (x *CreateWebhookResponse) GetWebhook() *Webhook {
@@ -6103,7 +6222,7 @@ type GetWebhookRequest struct {
 
 func (x *GetWebhookRequest) Reset() {
 	*x = GetWebhookRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[107]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[109]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6115,7 +6234,7 @@ func (x *GetWebhookRequest) String() string {
 func (*GetWebhookRequest) ProtoMessage() {}
 
 func (x *GetWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[107]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[109]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6128,7 +6247,7 @@ func (x *GetWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWebhookRequest.ProtoReflect.Descriptor instead.
 func (*GetWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{107}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{109}
 }
 
 func (x *GetWebhookRequest) GetProjectId() string {
@@ -6156,7 +6275,7 @@ type GetWebhookResponse struct {
 
 func (x *GetWebhookResponse) Reset() {
 	*x = GetWebhookResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[108]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[110]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6168,7 +6287,7 @@ func (x *GetWebhookResponse) String() string {
 func (*GetWebhookResponse) ProtoMessage() {}
 
 func (x *GetWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[108]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[110]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6181,7 +6300,7 @@ func (x *GetWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetWebhookResponse.ProtoReflect.Descriptor instead.
 func (*GetWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{108}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{110}
 }
 
 func (x *GetWebhookResponse) GetWebhook() *Webhook {
@@ -6208,7 +6327,7 @@ type ListWebhooksRequest struct {
 
 func (x *ListWebhooksRequest) Reset() {
 	*x = ListWebhooksRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[109]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[111]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6220,7 +6339,7 @@ func (x *ListWebhooksRequest) String() string {
 func (*ListWebhooksRequest) ProtoMessage() {}
 
 func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[109]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[111]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6233,7 +6352,7 @@ func (x *ListWebhooksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhooksRequest.ProtoReflect.Descriptor instead.
 func (*ListWebhooksRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{109}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{111}
 }
 
 func (x *ListWebhooksRequest) GetProjectId() string {
@@ -6279,7 +6398,7 @@ type ListWebhooksResponse struct {
 
 func (x *ListWebhooksResponse) Reset() {
 	*x = ListWebhooksResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[110]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[112]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6291,7 +6410,7 @@ func (x *ListWebhooksResponse) String() string {
 func (*ListWebhooksResponse) ProtoMessage() {}
 
 func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[110]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[112]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6304,7 +6423,7 @@ func (x *ListWebhooksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhooksResponse.ProtoReflect.Descriptor instead.
 func (*ListWebhooksResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{110}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{112}
 }
 
 func (x *ListWebhooksResponse) GetWebhooks() []*Webhook {
@@ -6341,7 +6460,7 @@ type UpdateWebhookRequest struct {
 
 func (x *UpdateWebhookRequest) Reset() {
 	*x = UpdateWebhookRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[111]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[113]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6353,7 +6472,7 @@ func (x *UpdateWebhookRequest) String() string {
 func (*UpdateWebhookRequest) ProtoMessage() {}
 
 func (x *UpdateWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[111]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[113]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6366,7 +6485,7 @@ func (x *UpdateWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWebhookRequest.ProtoReflect.Descriptor instead.
 func (*UpdateWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{111}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{113}
 }
 
 func (x *UpdateWebhookRequest) GetWebhook() *Webhook {
@@ -6394,7 +6513,7 @@ type UpdateWebhookResponse struct {
 
 func (x *UpdateWebhookResponse) Reset() {
 	*x = UpdateWebhookResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[112]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[114]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6406,7 +6525,7 @@ func (x *UpdateWebhookResponse) String() string {
 func (*UpdateWebhookResponse) ProtoMessage() {}
 
 func (x *UpdateWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[112]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[114]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6419,7 +6538,7 @@ func (x *UpdateWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateWebhookResponse.ProtoReflect.Descriptor instead.
 func (*UpdateWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{112}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{114}
 }
 
 func (x *UpdateWebhookResponse) GetWebhook() *Webhook {
@@ -6442,7 +6561,7 @@ type DeleteWebhookRequest struct {
 
 func (x *DeleteWebhookRequest) Reset() {
 	*x = DeleteWebhookRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[113]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[115]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6454,7 +6573,7 @@ func (x *DeleteWebhookRequest) String() string {
 func (*DeleteWebhookRequest) ProtoMessage() {}
 
 func (x *DeleteWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[113]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[115]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6467,7 +6586,7 @@ func (x *DeleteWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWebhookRequest.ProtoReflect.Descriptor instead.
 func (*DeleteWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{113}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{115}
 }
 
 func (x *DeleteWebhookRequest) GetProjectId() string {
@@ -6493,7 +6612,7 @@ type DeleteWebhookResponse struct {
 
 func (x *DeleteWebhookResponse) Reset() {
 	*x = DeleteWebhookResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[114]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[116]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6505,7 +6624,7 @@ func (x *DeleteWebhookResponse) String() string {
 func (*DeleteWebhookResponse) ProtoMessage() {}
 
 func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[114]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[116]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6518,7 +6637,7 @@ func (x *DeleteWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteWebhookResponse.ProtoReflect.Descriptor instead.
 func (*DeleteWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{114}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{116}
 }
 
 // ListWebhookDeliveriesRequest is the input of ListWebhookDeliveries.
@@ -6540,7 +6659,7 @@ type ListWebhookDeliveriesRequest struct {
 
 func (x *ListWebhookDeliveriesRequest) Reset() {
 	*x = ListWebhookDeliveriesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[115]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[117]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6552,7 +6671,7 @@ func (x *ListWebhookDeliveriesRequest) String() string {
 func (*ListWebhookDeliveriesRequest) ProtoMessage() {}
 
 func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[115]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[117]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6565,7 +6684,7 @@ func (x *ListWebhookDeliveriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhookDeliveriesRequest.ProtoReflect.Descriptor instead.
 func (*ListWebhookDeliveriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{115}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{117}
 }
 
 func (x *ListWebhookDeliveriesRequest) GetProjectId() string {
@@ -6618,7 +6737,7 @@ type ListWebhookDeliveriesResponse struct {
 
 func (x *ListWebhookDeliveriesResponse) Reset() {
 	*x = ListWebhookDeliveriesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[116]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[118]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6630,7 +6749,7 @@ func (x *ListWebhookDeliveriesResponse) String() string {
 func (*ListWebhookDeliveriesResponse) ProtoMessage() {}
 
 func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[116]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[118]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6643,7 +6762,7 @@ func (x *ListWebhookDeliveriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWebhookDeliveriesResponse.ProtoReflect.Descriptor instead.
 func (*ListWebhookDeliveriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{116}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{118}
 }
 
 func (x *ListWebhookDeliveriesResponse) GetDeliveries() []*WebhookDelivery {
@@ -6680,7 +6799,7 @@ type TestWebhookRequest struct {
 
 func (x *TestWebhookRequest) Reset() {
 	*x = TestWebhookRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[117]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[119]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6692,7 +6811,7 @@ func (x *TestWebhookRequest) String() string {
 func (*TestWebhookRequest) ProtoMessage() {}
 
 func (x *TestWebhookRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[117]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[119]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6705,7 +6824,7 @@ func (x *TestWebhookRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestWebhookRequest.ProtoReflect.Descriptor instead.
 func (*TestWebhookRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{117}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{119}
 }
 
 func (x *TestWebhookRequest) GetProjectId() string {
@@ -6733,7 +6852,7 @@ type TestWebhookResponse struct {
 
 func (x *TestWebhookResponse) Reset() {
 	*x = TestWebhookResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[118]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[120]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6745,7 +6864,7 @@ func (x *TestWebhookResponse) String() string {
 func (*TestWebhookResponse) ProtoMessage() {}
 
 func (x *TestWebhookResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[118]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[120]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6758,7 +6877,7 @@ func (x *TestWebhookResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestWebhookResponse.ProtoReflect.Descriptor instead.
 func (*TestWebhookResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{118}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{120}
 }
 
 func (x *TestWebhookResponse) GetDeliveryId() string {
@@ -6779,7 +6898,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[119]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[121]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6791,7 +6910,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[119]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[121]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6804,7 +6923,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{119}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{121}
 }
 
 func (x *CreateScheduleRequest) GetSchedule() *Schedule {
@@ -6825,7 +6944,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[120]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[122]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6837,7 +6956,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[120]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[122]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6850,7 +6969,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{120}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{122}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *Schedule {
@@ -6873,7 +6992,7 @@ type GetScheduleRequest struct {
 
 func (x *GetScheduleRequest) Reset() {
 	*x = GetScheduleRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[121]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[123]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6885,7 +7004,7 @@ func (x *GetScheduleRequest) String() string {
 func (*GetScheduleRequest) ProtoMessage() {}
 
 func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[121]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[123]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6898,7 +7017,7 @@ func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
 func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{121}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{123}
 }
 
 func (x *GetScheduleRequest) GetProjectId() string {
@@ -6926,7 +7045,7 @@ type GetScheduleResponse struct {
 
 func (x *GetScheduleResponse) Reset() {
 	*x = GetScheduleResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[122]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[124]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6938,7 +7057,7 @@ func (x *GetScheduleResponse) String() string {
 func (*GetScheduleResponse) ProtoMessage() {}
 
 func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[122]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[124]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6951,7 +7070,7 @@ func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
 func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{122}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{124}
 }
 
 func (x *GetScheduleResponse) GetSchedule() *Schedule {
@@ -6978,7 +7097,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[123]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[125]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6990,7 +7109,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[123]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[125]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7003,7 +7122,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{123}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{125}
 }
 
 func (x *ListSchedulesRequest) GetProjectId() string {
@@ -7049,7 +7168,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[124]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[126]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7061,7 +7180,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[124]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[126]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7074,7 +7193,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{124}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{126}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
@@ -7111,7 +7230,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[125]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[127]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7123,7 +7242,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[125]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[127]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7136,7 +7255,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{125}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{127}
 }
 
 func (x *UpdateScheduleRequest) GetSchedule() *Schedule {
@@ -7164,7 +7283,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[126]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[128]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7176,7 +7295,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[126]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[128]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7189,7 +7308,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{126}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{128}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *Schedule {
@@ -7212,7 +7331,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[127]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[129]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7224,7 +7343,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[127]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[129]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7237,7 +7356,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{127}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{129}
 }
 
 func (x *DeleteScheduleRequest) GetProjectId() string {
@@ -7263,7 +7382,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[128]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[130]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7275,7 +7394,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[128]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[130]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7288,7 +7407,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{128}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{130}
 }
 
 // RunScheduleRequest is the input of RunSchedule.
@@ -7304,7 +7423,7 @@ type RunScheduleRequest struct {
 
 func (x *RunScheduleRequest) Reset() {
 	*x = RunScheduleRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[129]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[131]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7316,7 +7435,7 @@ func (x *RunScheduleRequest) String() string {
 func (*RunScheduleRequest) ProtoMessage() {}
 
 func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[129]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[131]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7329,7 +7448,7 @@ func (x *RunScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunScheduleRequest.ProtoReflect.Descriptor instead.
 func (*RunScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{129}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{131}
 }
 
 func (x *RunScheduleRequest) GetProjectId() string {
@@ -7357,7 +7476,7 @@ type RunScheduleResponse struct {
 
 func (x *RunScheduleResponse) Reset() {
 	*x = RunScheduleResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[130]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[132]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7369,7 +7488,7 @@ func (x *RunScheduleResponse) String() string {
 func (*RunScheduleResponse) ProtoMessage() {}
 
 func (x *RunScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[130]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[132]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7382,7 +7501,7 @@ func (x *RunScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunScheduleResponse.ProtoReflect.Descriptor instead.
 func (*RunScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{130}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{132}
 }
 
 func (x *RunScheduleResponse) GetSchedule() *Schedule {
@@ -7411,7 +7530,7 @@ type ListScheduleFiringsRequest struct {
 
 func (x *ListScheduleFiringsRequest) Reset() {
 	*x = ListScheduleFiringsRequest{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[131]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[133]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7423,7 +7542,7 @@ func (x *ListScheduleFiringsRequest) String() string {
 func (*ListScheduleFiringsRequest) ProtoMessage() {}
 
 func (x *ListScheduleFiringsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[131]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[133]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7436,7 +7555,7 @@ func (x *ListScheduleFiringsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListScheduleFiringsRequest.ProtoReflect.Descriptor instead.
 func (*ListScheduleFiringsRequest) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{131}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{133}
 }
 
 func (x *ListScheduleFiringsRequest) GetProjectId() string {
@@ -7489,7 +7608,7 @@ type ListScheduleFiringsResponse struct {
 
 func (x *ListScheduleFiringsResponse) Reset() {
 	*x = ListScheduleFiringsResponse{}
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[132]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[134]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7501,7 +7620,7 @@ func (x *ListScheduleFiringsResponse) String() string {
 func (*ListScheduleFiringsResponse) ProtoMessage() {}
 
 func (x *ListScheduleFiringsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[132]
+	mi := &file_agentmesh_registry_v1_registry_service_proto_msgTypes[134]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7514,7 +7633,7 @@ func (x *ListScheduleFiringsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListScheduleFiringsResponse.ProtoReflect.Descriptor instead.
 func (*ListScheduleFiringsResponse) Descriptor() ([]byte, []int) {
-	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{132}
+	return file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP(), []int{134}
 }
 
 func (x *ListScheduleFiringsResponse) GetFirings() []*ScheduleFiring {
@@ -7921,7 +8040,15 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12>\n" +
 	"\bresponse\x18\x03 \x01(\v2\".agentmesh.common.v1.InputResponseR\bresponse\"g\n" +
 	"\x1dRespondToInputRequestResponse\x12F\n" +
-	"\rinput_request\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\finputRequest\"\xae\x01\n" +
+	"\rinput_request\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\finputRequest\"z\n" +
+	"\x17CancelWaitingRunRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\x12(\n" +
+	"\x10input_request_id\x18\x02 \x01(\tR\x0einputRequestId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"{\n" +
+	"\x18CancelWaitingRunResponse\x12F\n" +
+	"\rinput_request\x18\x01 \x01(\v2!.agentmesh.common.v1.InputRequestR\finputRequest\x12\x17\n" +
+	"\arun_ids\x18\x02 \x03(\tR\x06runIds\"\xae\x01\n" +
 	"\x15SummarizeUsageRequest\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12@\n" +
@@ -8059,7 +8186,7 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x14USAGE_DIMENSION_USER\x10\x02\x12\x19\n" +
 	"\x15USAGE_DIMENSION_MODEL\x10\x03\x12\x1b\n" +
 	"\x17USAGE_DIMENSION_SESSION\x10\x04\x12\x17\n" +
-	"\x13USAGE_DIMENSION_DAY\x10\x052\xfd7\n" +
+	"\x13USAGE_DIMENSION_DAY\x10\x052\xf28\n" +
 	"\x0fRegistryService\x12g\n" +
 	"\fRegisterUser\x12*.agentmesh.registry.v1.RegisterUserRequest\x1a+.agentmesh.registry.v1.RegisterUserResponse\x12R\n" +
 	"\x05Login\x12#.agentmesh.registry.v1.LoginRequest\x1a$.agentmesh.registry.v1.LoginResponse\x12j\n" +
@@ -8115,7 +8242,8 @@ const file_agentmesh_registry_v1_registry_service_proto_rawDesc = "" +
 	"\x11DeleteRemoteAgent\x12/.agentmesh.registry.v1.DeleteRemoteAgentRequest\x1a0.agentmesh.registry.v1.DeleteRemoteAgentResponse\x12v\n" +
 	"\x11ListInputRequests\x12/.agentmesh.registry.v1.ListInputRequestsRequest\x1a0.agentmesh.registry.v1.ListInputRequestsResponse\x12p\n" +
 	"\x0fGetInputRequest\x12-.agentmesh.registry.v1.GetInputRequestRequest\x1a..agentmesh.registry.v1.GetInputRequestResponse\x12\x82\x01\n" +
-	"\x15RespondToInputRequest\x123.agentmesh.registry.v1.RespondToInputRequestRequest\x1a4.agentmesh.registry.v1.RespondToInputRequestResponse\x12m\n" +
+	"\x15RespondToInputRequest\x123.agentmesh.registry.v1.RespondToInputRequestRequest\x1a4.agentmesh.registry.v1.RespondToInputRequestResponse\x12s\n" +
+	"\x10CancelWaitingRun\x12..agentmesh.registry.v1.CancelWaitingRunRequest\x1a/.agentmesh.registry.v1.CancelWaitingRunResponse\x12m\n" +
 	"\x0eCreateSchedule\x12,.agentmesh.registry.v1.CreateScheduleRequest\x1a-.agentmesh.registry.v1.CreateScheduleResponse\x12d\n" +
 	"\vGetSchedule\x12).agentmesh.registry.v1.GetScheduleRequest\x1a*.agentmesh.registry.v1.GetScheduleResponse\x12j\n" +
 	"\rListSchedules\x12+.agentmesh.registry.v1.ListSchedulesRequest\x1a,.agentmesh.registry.v1.ListSchedulesResponse\x12m\n" +
@@ -8147,7 +8275,7 @@ func file_agentmesh_registry_v1_registry_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentmesh_registry_v1_registry_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 133)
+var file_agentmesh_registry_v1_registry_service_proto_msgTypes = make([]protoimpl.MessageInfo, 135)
 var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(UsageDimension)(0),                   // 0: agentmesh.registry.v1.UsageDimension
 	(*RegisterUserRequest)(nil),           // 1: agentmesh.registry.v1.RegisterUserRequest
@@ -8252,279 +8380,284 @@ var file_agentmesh_registry_v1_registry_service_proto_goTypes = []any{
 	(*GetInputRequestResponse)(nil),       // 100: agentmesh.registry.v1.GetInputRequestResponse
 	(*RespondToInputRequestRequest)(nil),  // 101: agentmesh.registry.v1.RespondToInputRequestRequest
 	(*RespondToInputRequestResponse)(nil), // 102: agentmesh.registry.v1.RespondToInputRequestResponse
-	(*SummarizeUsageRequest)(nil),         // 103: agentmesh.registry.v1.SummarizeUsageRequest
-	(*UsageGroup)(nil),                    // 104: agentmesh.registry.v1.UsageGroup
-	(*SummarizeUsageResponse)(nil),        // 105: agentmesh.registry.v1.SummarizeUsageResponse
-	(*CreateWebhookRequest)(nil),          // 106: agentmesh.registry.v1.CreateWebhookRequest
-	(*CreateWebhookResponse)(nil),         // 107: agentmesh.registry.v1.CreateWebhookResponse
-	(*GetWebhookRequest)(nil),             // 108: agentmesh.registry.v1.GetWebhookRequest
-	(*GetWebhookResponse)(nil),            // 109: agentmesh.registry.v1.GetWebhookResponse
-	(*ListWebhooksRequest)(nil),           // 110: agentmesh.registry.v1.ListWebhooksRequest
-	(*ListWebhooksResponse)(nil),          // 111: agentmesh.registry.v1.ListWebhooksResponse
-	(*UpdateWebhookRequest)(nil),          // 112: agentmesh.registry.v1.UpdateWebhookRequest
-	(*UpdateWebhookResponse)(nil),         // 113: agentmesh.registry.v1.UpdateWebhookResponse
-	(*DeleteWebhookRequest)(nil),          // 114: agentmesh.registry.v1.DeleteWebhookRequest
-	(*DeleteWebhookResponse)(nil),         // 115: agentmesh.registry.v1.DeleteWebhookResponse
-	(*ListWebhookDeliveriesRequest)(nil),  // 116: agentmesh.registry.v1.ListWebhookDeliveriesRequest
-	(*ListWebhookDeliveriesResponse)(nil), // 117: agentmesh.registry.v1.ListWebhookDeliveriesResponse
-	(*TestWebhookRequest)(nil),            // 118: agentmesh.registry.v1.TestWebhookRequest
-	(*TestWebhookResponse)(nil),           // 119: agentmesh.registry.v1.TestWebhookResponse
-	(*CreateScheduleRequest)(nil),         // 120: agentmesh.registry.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),        // 121: agentmesh.registry.v1.CreateScheduleResponse
-	(*GetScheduleRequest)(nil),            // 122: agentmesh.registry.v1.GetScheduleRequest
-	(*GetScheduleResponse)(nil),           // 123: agentmesh.registry.v1.GetScheduleResponse
-	(*ListSchedulesRequest)(nil),          // 124: agentmesh.registry.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),         // 125: agentmesh.registry.v1.ListSchedulesResponse
-	(*UpdateScheduleRequest)(nil),         // 126: agentmesh.registry.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),        // 127: agentmesh.registry.v1.UpdateScheduleResponse
-	(*DeleteScheduleRequest)(nil),         // 128: agentmesh.registry.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),        // 129: agentmesh.registry.v1.DeleteScheduleResponse
-	(*RunScheduleRequest)(nil),            // 130: agentmesh.registry.v1.RunScheduleRequest
-	(*RunScheduleResponse)(nil),           // 131: agentmesh.registry.v1.RunScheduleResponse
-	(*ListScheduleFiringsRequest)(nil),    // 132: agentmesh.registry.v1.ListScheduleFiringsRequest
-	(*ListScheduleFiringsResponse)(nil),   // 133: agentmesh.registry.v1.ListScheduleFiringsResponse
-	(*User)(nil),                          // 134: agentmesh.registry.v1.User
-	(*fieldmaskpb.FieldMask)(nil),         // 135: google.protobuf.FieldMask
-	(*timestamppb.Timestamp)(nil),         // 136: google.protobuf.Timestamp
-	(*ApiKey)(nil),                        // 137: agentmesh.registry.v1.ApiKey
-	(*Invitation)(nil),                    // 138: agentmesh.registry.v1.Invitation
-	(*AgentType)(nil),                     // 139: agentmesh.registry.v1.AgentType
-	(*Project)(nil),                       // 140: agentmesh.registry.v1.Project
-	(*Agent)(nil),                         // 141: agentmesh.registry.v1.Agent
-	(*AgentVersion)(nil),                  // 142: agentmesh.registry.v1.AgentVersion
-	(*structpb.Value)(nil),                // 143: google.protobuf.Value
-	(*SessionAgentVersion)(nil),           // 144: agentmesh.registry.v1.SessionAgentVersion
-	(*McpServer)(nil),                     // 145: agentmesh.registry.v1.McpServer
-	(*RemoteAgent)(nil),                   // 146: agentmesh.registry.v1.RemoteAgent
-	(v1.InputRequestState)(0),             // 147: agentmesh.common.v1.InputRequestState
-	(*v1.InputRequest)(nil),               // 148: agentmesh.common.v1.InputRequest
-	(*v1.InputResponse)(nil),              // 149: agentmesh.common.v1.InputResponse
-	(*v1.Usage)(nil),                      // 150: agentmesh.common.v1.Usage
-	(*Webhook)(nil),                       // 151: agentmesh.registry.v1.Webhook
-	(*WebhookDelivery)(nil),               // 152: agentmesh.registry.v1.WebhookDelivery
-	(*Schedule)(nil),                      // 153: agentmesh.registry.v1.Schedule
-	(*ScheduleFiring)(nil),                // 154: agentmesh.registry.v1.ScheduleFiring
+	(*CancelWaitingRunRequest)(nil),       // 103: agentmesh.registry.v1.CancelWaitingRunRequest
+	(*CancelWaitingRunResponse)(nil),      // 104: agentmesh.registry.v1.CancelWaitingRunResponse
+	(*SummarizeUsageRequest)(nil),         // 105: agentmesh.registry.v1.SummarizeUsageRequest
+	(*UsageGroup)(nil),                    // 106: agentmesh.registry.v1.UsageGroup
+	(*SummarizeUsageResponse)(nil),        // 107: agentmesh.registry.v1.SummarizeUsageResponse
+	(*CreateWebhookRequest)(nil),          // 108: agentmesh.registry.v1.CreateWebhookRequest
+	(*CreateWebhookResponse)(nil),         // 109: agentmesh.registry.v1.CreateWebhookResponse
+	(*GetWebhookRequest)(nil),             // 110: agentmesh.registry.v1.GetWebhookRequest
+	(*GetWebhookResponse)(nil),            // 111: agentmesh.registry.v1.GetWebhookResponse
+	(*ListWebhooksRequest)(nil),           // 112: agentmesh.registry.v1.ListWebhooksRequest
+	(*ListWebhooksResponse)(nil),          // 113: agentmesh.registry.v1.ListWebhooksResponse
+	(*UpdateWebhookRequest)(nil),          // 114: agentmesh.registry.v1.UpdateWebhookRequest
+	(*UpdateWebhookResponse)(nil),         // 115: agentmesh.registry.v1.UpdateWebhookResponse
+	(*DeleteWebhookRequest)(nil),          // 116: agentmesh.registry.v1.DeleteWebhookRequest
+	(*DeleteWebhookResponse)(nil),         // 117: agentmesh.registry.v1.DeleteWebhookResponse
+	(*ListWebhookDeliveriesRequest)(nil),  // 118: agentmesh.registry.v1.ListWebhookDeliveriesRequest
+	(*ListWebhookDeliveriesResponse)(nil), // 119: agentmesh.registry.v1.ListWebhookDeliveriesResponse
+	(*TestWebhookRequest)(nil),            // 120: agentmesh.registry.v1.TestWebhookRequest
+	(*TestWebhookResponse)(nil),           // 121: agentmesh.registry.v1.TestWebhookResponse
+	(*CreateScheduleRequest)(nil),         // 122: agentmesh.registry.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),        // 123: agentmesh.registry.v1.CreateScheduleResponse
+	(*GetScheduleRequest)(nil),            // 124: agentmesh.registry.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),           // 125: agentmesh.registry.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),          // 126: agentmesh.registry.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),         // 127: agentmesh.registry.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),         // 128: agentmesh.registry.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),        // 129: agentmesh.registry.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),         // 130: agentmesh.registry.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),        // 131: agentmesh.registry.v1.DeleteScheduleResponse
+	(*RunScheduleRequest)(nil),            // 132: agentmesh.registry.v1.RunScheduleRequest
+	(*RunScheduleResponse)(nil),           // 133: agentmesh.registry.v1.RunScheduleResponse
+	(*ListScheduleFiringsRequest)(nil),    // 134: agentmesh.registry.v1.ListScheduleFiringsRequest
+	(*ListScheduleFiringsResponse)(nil),   // 135: agentmesh.registry.v1.ListScheduleFiringsResponse
+	(*User)(nil),                          // 136: agentmesh.registry.v1.User
+	(*fieldmaskpb.FieldMask)(nil),         // 137: google.protobuf.FieldMask
+	(*timestamppb.Timestamp)(nil),         // 138: google.protobuf.Timestamp
+	(*ApiKey)(nil),                        // 139: agentmesh.registry.v1.ApiKey
+	(*Invitation)(nil),                    // 140: agentmesh.registry.v1.Invitation
+	(*AgentType)(nil),                     // 141: agentmesh.registry.v1.AgentType
+	(*Project)(nil),                       // 142: agentmesh.registry.v1.Project
+	(*Agent)(nil),                         // 143: agentmesh.registry.v1.Agent
+	(*AgentVersion)(nil),                  // 144: agentmesh.registry.v1.AgentVersion
+	(*structpb.Value)(nil),                // 145: google.protobuf.Value
+	(*SessionAgentVersion)(nil),           // 146: agentmesh.registry.v1.SessionAgentVersion
+	(*McpServer)(nil),                     // 147: agentmesh.registry.v1.McpServer
+	(*RemoteAgent)(nil),                   // 148: agentmesh.registry.v1.RemoteAgent
+	(v1.InputRequestState)(0),             // 149: agentmesh.common.v1.InputRequestState
+	(*v1.InputRequest)(nil),               // 150: agentmesh.common.v1.InputRequest
+	(*v1.InputResponse)(nil),              // 151: agentmesh.common.v1.InputResponse
+	(*v1.Usage)(nil),                      // 152: agentmesh.common.v1.Usage
+	(*Webhook)(nil),                       // 153: agentmesh.registry.v1.Webhook
+	(*WebhookDelivery)(nil),               // 154: agentmesh.registry.v1.WebhookDelivery
+	(*Schedule)(nil),                      // 155: agentmesh.registry.v1.Schedule
+	(*ScheduleFiring)(nil),                // 156: agentmesh.registry.v1.ScheduleFiring
 }
 var file_agentmesh_registry_v1_registry_service_proto_depIdxs = []int32{
-	134, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
+	136, // 0: agentmesh.registry.v1.RegisterUserResponse.user:type_name -> agentmesh.registry.v1.User
 	4,   // 1: agentmesh.registry.v1.LoginResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
 	4,   // 2: agentmesh.registry.v1.RefreshTokensResponse.tokens:type_name -> agentmesh.registry.v1.Tokens
-	134, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
-	134, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	134, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
-	135, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
-	134, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
-	136, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
-	137, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
-	137, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
-	138, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
-	138, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
-	139, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	139, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	139, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	139, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
-	139, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	135, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
-	139, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
-	140, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	140, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	140, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	140, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
-	140, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
-	135, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
-	140, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
-	141, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	141, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	141, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	141, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
-	141, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
-	135, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	141, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	141, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	141, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	142, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
-	142, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	136, // 3: agentmesh.registry.v1.GetCurrentUserResponse.user:type_name -> agentmesh.registry.v1.User
+	136, // 4: agentmesh.registry.v1.CreateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	136, // 5: agentmesh.registry.v1.UpdateUserRequest.user:type_name -> agentmesh.registry.v1.User
+	137, // 6: agentmesh.registry.v1.UpdateUserRequest.update_mask:type_name -> google.protobuf.FieldMask
+	136, // 7: agentmesh.registry.v1.UpdateUserResponse.user:type_name -> agentmesh.registry.v1.User
+	138, // 8: agentmesh.registry.v1.CreateApiKeyRequest.expires_at:type_name -> google.protobuf.Timestamp
+	139, // 9: agentmesh.registry.v1.CreateApiKeyResponse.api_key:type_name -> agentmesh.registry.v1.ApiKey
+	139, // 10: agentmesh.registry.v1.ListApiKeysResponse.api_keys:type_name -> agentmesh.registry.v1.ApiKey
+	140, // 11: agentmesh.registry.v1.CreateInvitationResponse.invitation:type_name -> agentmesh.registry.v1.Invitation
+	140, // 12: agentmesh.registry.v1.ListInvitationsResponse.invitations:type_name -> agentmesh.registry.v1.Invitation
+	141, // 13: agentmesh.registry.v1.CreateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	141, // 14: agentmesh.registry.v1.CreateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	141, // 15: agentmesh.registry.v1.GetAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	141, // 16: agentmesh.registry.v1.ListAgentTypesResponse.agent_types:type_name -> agentmesh.registry.v1.AgentType
+	141, // 17: agentmesh.registry.v1.UpdateAgentTypeRequest.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	137, // 18: agentmesh.registry.v1.UpdateAgentTypeRequest.update_mask:type_name -> google.protobuf.FieldMask
+	141, // 19: agentmesh.registry.v1.UpdateAgentTypeResponse.agent_type:type_name -> agentmesh.registry.v1.AgentType
+	142, // 20: agentmesh.registry.v1.CreateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	142, // 21: agentmesh.registry.v1.CreateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	142, // 22: agentmesh.registry.v1.GetProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	142, // 23: agentmesh.registry.v1.ListProjectsResponse.projects:type_name -> agentmesh.registry.v1.Project
+	142, // 24: agentmesh.registry.v1.UpdateProjectRequest.project:type_name -> agentmesh.registry.v1.Project
+	137, // 25: agentmesh.registry.v1.UpdateProjectRequest.update_mask:type_name -> google.protobuf.FieldMask
+	142, // 26: agentmesh.registry.v1.UpdateProjectResponse.project:type_name -> agentmesh.registry.v1.Project
+	143, // 27: agentmesh.registry.v1.CreateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	143, // 28: agentmesh.registry.v1.CreateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	143, // 29: agentmesh.registry.v1.GetAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	143, // 30: agentmesh.registry.v1.ListAgentsResponse.agents:type_name -> agentmesh.registry.v1.Agent
+	143, // 31: agentmesh.registry.v1.UpdateAgentRequest.agent:type_name -> agentmesh.registry.v1.Agent
+	137, // 32: agentmesh.registry.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	143, // 33: agentmesh.registry.v1.UpdateAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	143, // 34: agentmesh.registry.v1.PauseAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	143, // 35: agentmesh.registry.v1.ResumeAgentResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	144, // 36: agentmesh.registry.v1.ListAgentVersionsResponse.versions:type_name -> agentmesh.registry.v1.AgentVersion
+	144, // 37: agentmesh.registry.v1.GetAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
 	70,  // 38: agentmesh.registry.v1.DiffAgentVersionsResponse.changes:type_name -> agentmesh.registry.v1.AgentVersionChange
-	143, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
-	143, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
-	141, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
-	142, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
-	144, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
-	145, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	145, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	145, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	145, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
-	145, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	135, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
-	145, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
-	146, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	146, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	146, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	146, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
-	146, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	135, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	146, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
-	147, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
-	148, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
-	148, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	149, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
-	148, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
-	0,   // 63: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
-	150, // 64: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
-	104, // 65: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
-	104, // 66: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
-	151, // 67: agentmesh.registry.v1.CreateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
-	151, // 68: agentmesh.registry.v1.CreateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
-	151, // 69: agentmesh.registry.v1.GetWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
-	151, // 70: agentmesh.registry.v1.ListWebhooksResponse.webhooks:type_name -> agentmesh.registry.v1.Webhook
-	151, // 71: agentmesh.registry.v1.UpdateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
-	135, // 72: agentmesh.registry.v1.UpdateWebhookRequest.update_mask:type_name -> google.protobuf.FieldMask
-	151, // 73: agentmesh.registry.v1.UpdateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
-	152, // 74: agentmesh.registry.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> agentmesh.registry.v1.WebhookDelivery
-	153, // 75: agentmesh.registry.v1.CreateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
-	153, // 76: agentmesh.registry.v1.CreateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
-	153, // 77: agentmesh.registry.v1.GetScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
-	153, // 78: agentmesh.registry.v1.ListSchedulesResponse.schedules:type_name -> agentmesh.registry.v1.Schedule
-	153, // 79: agentmesh.registry.v1.UpdateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
-	135, // 80: agentmesh.registry.v1.UpdateScheduleRequest.update_mask:type_name -> google.protobuf.FieldMask
-	153, // 81: agentmesh.registry.v1.UpdateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
-	153, // 82: agentmesh.registry.v1.RunScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
-	154, // 83: agentmesh.registry.v1.ListScheduleFiringsResponse.firings:type_name -> agentmesh.registry.v1.ScheduleFiring
-	1,   // 84: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
-	3,   // 85: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
-	6,   // 86: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
-	8,   // 87: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
-	10,  // 88: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
-	12,  // 89: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
-	14,  // 90: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
-	16,  // 91: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
-	18,  // 92: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
-	20,  // 93: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
-	22,  // 94: agentmesh.registry.v1.RegistryService.CreateInvitation:input_type -> agentmesh.registry.v1.CreateInvitationRequest
-	24,  // 95: agentmesh.registry.v1.RegistryService.ListInvitations:input_type -> agentmesh.registry.v1.ListInvitationsRequest
-	26,  // 96: agentmesh.registry.v1.RegistryService.RevokeInvitation:input_type -> agentmesh.registry.v1.RevokeInvitationRequest
-	28,  // 97: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
-	30,  // 98: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
-	32,  // 99: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
-	34,  // 100: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
-	36,  // 101: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
-	38,  // 102: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
-	40,  // 103: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
-	42,  // 104: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
-	44,  // 105: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
-	46,  // 106: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
-	48,  // 107: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
-	50,  // 108: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
-	52,  // 109: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
-	54,  // 110: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
-	56,  // 111: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
-	58,  // 112: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
-	60,  // 113: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
-	62,  // 114: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
-	64,  // 115: agentmesh.registry.v1.RegistryService.ListAgentVersions:input_type -> agentmesh.registry.v1.ListAgentVersionsRequest
-	66,  // 116: agentmesh.registry.v1.RegistryService.GetAgentVersion:input_type -> agentmesh.registry.v1.GetAgentVersionRequest
-	68,  // 117: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
-	71,  // 118: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
-	73,  // 119: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
-	75,  // 120: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
-	77,  // 121: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
-	79,  // 122: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
-	81,  // 123: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
-	83,  // 124: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
-	85,  // 125: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
-	87,  // 126: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
-	89,  // 127: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
-	91,  // 128: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
-	93,  // 129: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
-	95,  // 130: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
-	97,  // 131: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
-	99,  // 132: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
-	101, // 133: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
-	120, // 134: agentmesh.registry.v1.RegistryService.CreateSchedule:input_type -> agentmesh.registry.v1.CreateScheduleRequest
-	122, // 135: agentmesh.registry.v1.RegistryService.GetSchedule:input_type -> agentmesh.registry.v1.GetScheduleRequest
-	124, // 136: agentmesh.registry.v1.RegistryService.ListSchedules:input_type -> agentmesh.registry.v1.ListSchedulesRequest
-	126, // 137: agentmesh.registry.v1.RegistryService.UpdateSchedule:input_type -> agentmesh.registry.v1.UpdateScheduleRequest
-	128, // 138: agentmesh.registry.v1.RegistryService.DeleteSchedule:input_type -> agentmesh.registry.v1.DeleteScheduleRequest
-	130, // 139: agentmesh.registry.v1.RegistryService.RunSchedule:input_type -> agentmesh.registry.v1.RunScheduleRequest
-	132, // 140: agentmesh.registry.v1.RegistryService.ListScheduleFirings:input_type -> agentmesh.registry.v1.ListScheduleFiringsRequest
-	103, // 141: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
-	106, // 142: agentmesh.registry.v1.RegistryService.CreateWebhook:input_type -> agentmesh.registry.v1.CreateWebhookRequest
-	108, // 143: agentmesh.registry.v1.RegistryService.GetWebhook:input_type -> agentmesh.registry.v1.GetWebhookRequest
-	110, // 144: agentmesh.registry.v1.RegistryService.ListWebhooks:input_type -> agentmesh.registry.v1.ListWebhooksRequest
-	112, // 145: agentmesh.registry.v1.RegistryService.UpdateWebhook:input_type -> agentmesh.registry.v1.UpdateWebhookRequest
-	114, // 146: agentmesh.registry.v1.RegistryService.DeleteWebhook:input_type -> agentmesh.registry.v1.DeleteWebhookRequest
-	116, // 147: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:input_type -> agentmesh.registry.v1.ListWebhookDeliveriesRequest
-	118, // 148: agentmesh.registry.v1.RegistryService.TestWebhook:input_type -> agentmesh.registry.v1.TestWebhookRequest
-	2,   // 149: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
-	5,   // 150: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
-	7,   // 151: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
-	9,   // 152: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
-	11,  // 153: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
-	13,  // 154: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
-	15,  // 155: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
-	17,  // 156: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
-	19,  // 157: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
-	21,  // 158: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
-	23,  // 159: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
-	25,  // 160: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
-	27,  // 161: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
-	29,  // 162: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
-	31,  // 163: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
-	33,  // 164: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
-	35,  // 165: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
-	37,  // 166: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
-	39,  // 167: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
-	41,  // 168: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
-	43,  // 169: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
-	45,  // 170: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
-	47,  // 171: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
-	49,  // 172: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
-	51,  // 173: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
-	53,  // 174: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
-	55,  // 175: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
-	57,  // 176: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
-	59,  // 177: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
-	61,  // 178: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
-	63,  // 179: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
-	65,  // 180: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
-	67,  // 181: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
-	69,  // 182: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
-	72,  // 183: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
-	74,  // 184: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
-	76,  // 185: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
-	78,  // 186: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
-	80,  // 187: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
-	82,  // 188: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
-	84,  // 189: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
-	86,  // 190: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
-	88,  // 191: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
-	90,  // 192: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
-	92,  // 193: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
-	94,  // 194: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
-	96,  // 195: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
-	98,  // 196: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
-	100, // 197: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
-	102, // 198: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
-	121, // 199: agentmesh.registry.v1.RegistryService.CreateSchedule:output_type -> agentmesh.registry.v1.CreateScheduleResponse
-	123, // 200: agentmesh.registry.v1.RegistryService.GetSchedule:output_type -> agentmesh.registry.v1.GetScheduleResponse
-	125, // 201: agentmesh.registry.v1.RegistryService.ListSchedules:output_type -> agentmesh.registry.v1.ListSchedulesResponse
-	127, // 202: agentmesh.registry.v1.RegistryService.UpdateSchedule:output_type -> agentmesh.registry.v1.UpdateScheduleResponse
-	129, // 203: agentmesh.registry.v1.RegistryService.DeleteSchedule:output_type -> agentmesh.registry.v1.DeleteScheduleResponse
-	131, // 204: agentmesh.registry.v1.RegistryService.RunSchedule:output_type -> agentmesh.registry.v1.RunScheduleResponse
-	133, // 205: agentmesh.registry.v1.RegistryService.ListScheduleFirings:output_type -> agentmesh.registry.v1.ListScheduleFiringsResponse
-	105, // 206: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
-	107, // 207: agentmesh.registry.v1.RegistryService.CreateWebhook:output_type -> agentmesh.registry.v1.CreateWebhookResponse
-	109, // 208: agentmesh.registry.v1.RegistryService.GetWebhook:output_type -> agentmesh.registry.v1.GetWebhookResponse
-	111, // 209: agentmesh.registry.v1.RegistryService.ListWebhooks:output_type -> agentmesh.registry.v1.ListWebhooksResponse
-	113, // 210: agentmesh.registry.v1.RegistryService.UpdateWebhook:output_type -> agentmesh.registry.v1.UpdateWebhookResponse
-	115, // 211: agentmesh.registry.v1.RegistryService.DeleteWebhook:output_type -> agentmesh.registry.v1.DeleteWebhookResponse
-	117, // 212: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:output_type -> agentmesh.registry.v1.ListWebhookDeliveriesResponse
-	119, // 213: agentmesh.registry.v1.RegistryService.TestWebhook:output_type -> agentmesh.registry.v1.TestWebhookResponse
-	149, // [149:214] is the sub-list for method output_type
-	84,  // [84:149] is the sub-list for method input_type
-	84,  // [84:84] is the sub-list for extension type_name
-	84,  // [84:84] is the sub-list for extension extendee
-	0,   // [0:84] is the sub-list for field type_name
+	145, // 39: agentmesh.registry.v1.AgentVersionChange.before:type_name -> google.protobuf.Value
+	145, // 40: agentmesh.registry.v1.AgentVersionChange.after:type_name -> google.protobuf.Value
+	143, // 41: agentmesh.registry.v1.RestoreAgentVersionResponse.agent:type_name -> agentmesh.registry.v1.Agent
+	144, // 42: agentmesh.registry.v1.RestoreAgentVersionResponse.version:type_name -> agentmesh.registry.v1.AgentVersion
+	146, // 43: agentmesh.registry.v1.MoveSessionResponse.versions:type_name -> agentmesh.registry.v1.SessionAgentVersion
+	147, // 44: agentmesh.registry.v1.CreateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	147, // 45: agentmesh.registry.v1.CreateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	147, // 46: agentmesh.registry.v1.GetMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	147, // 47: agentmesh.registry.v1.ListMcpServersResponse.mcp_servers:type_name -> agentmesh.registry.v1.McpServer
+	147, // 48: agentmesh.registry.v1.UpdateMcpServerRequest.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	137, // 49: agentmesh.registry.v1.UpdateMcpServerRequest.update_mask:type_name -> google.protobuf.FieldMask
+	147, // 50: agentmesh.registry.v1.UpdateMcpServerResponse.mcp_server:type_name -> agentmesh.registry.v1.McpServer
+	148, // 51: agentmesh.registry.v1.CreateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	148, // 52: agentmesh.registry.v1.CreateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	148, // 53: agentmesh.registry.v1.GetRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	148, // 54: agentmesh.registry.v1.ListRemoteAgentsResponse.remote_agents:type_name -> agentmesh.registry.v1.RemoteAgent
+	148, // 55: agentmesh.registry.v1.UpdateRemoteAgentRequest.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	137, // 56: agentmesh.registry.v1.UpdateRemoteAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	148, // 57: agentmesh.registry.v1.UpdateRemoteAgentResponse.remote_agent:type_name -> agentmesh.registry.v1.RemoteAgent
+	149, // 58: agentmesh.registry.v1.ListInputRequestsRequest.state:type_name -> agentmesh.common.v1.InputRequestState
+	150, // 59: agentmesh.registry.v1.ListInputRequestsResponse.input_requests:type_name -> agentmesh.common.v1.InputRequest
+	150, // 60: agentmesh.registry.v1.GetInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	151, // 61: agentmesh.registry.v1.RespondToInputRequestRequest.response:type_name -> agentmesh.common.v1.InputResponse
+	150, // 62: agentmesh.registry.v1.RespondToInputRequestResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	150, // 63: agentmesh.registry.v1.CancelWaitingRunResponse.input_request:type_name -> agentmesh.common.v1.InputRequest
+	0,   // 64: agentmesh.registry.v1.SummarizeUsageRequest.group_by:type_name -> agentmesh.registry.v1.UsageDimension
+	152, // 65: agentmesh.registry.v1.UsageGroup.usage:type_name -> agentmesh.common.v1.Usage
+	106, // 66: agentmesh.registry.v1.SummarizeUsageResponse.groups:type_name -> agentmesh.registry.v1.UsageGroup
+	106, // 67: agentmesh.registry.v1.SummarizeUsageResponse.total:type_name -> agentmesh.registry.v1.UsageGroup
+	153, // 68: agentmesh.registry.v1.CreateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
+	153, // 69: agentmesh.registry.v1.CreateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
+	153, // 70: agentmesh.registry.v1.GetWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
+	153, // 71: agentmesh.registry.v1.ListWebhooksResponse.webhooks:type_name -> agentmesh.registry.v1.Webhook
+	153, // 72: agentmesh.registry.v1.UpdateWebhookRequest.webhook:type_name -> agentmesh.registry.v1.Webhook
+	137, // 73: agentmesh.registry.v1.UpdateWebhookRequest.update_mask:type_name -> google.protobuf.FieldMask
+	153, // 74: agentmesh.registry.v1.UpdateWebhookResponse.webhook:type_name -> agentmesh.registry.v1.Webhook
+	154, // 75: agentmesh.registry.v1.ListWebhookDeliveriesResponse.deliveries:type_name -> agentmesh.registry.v1.WebhookDelivery
+	155, // 76: agentmesh.registry.v1.CreateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
+	155, // 77: agentmesh.registry.v1.CreateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	155, // 78: agentmesh.registry.v1.GetScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	155, // 79: agentmesh.registry.v1.ListSchedulesResponse.schedules:type_name -> agentmesh.registry.v1.Schedule
+	155, // 80: agentmesh.registry.v1.UpdateScheduleRequest.schedule:type_name -> agentmesh.registry.v1.Schedule
+	137, // 81: agentmesh.registry.v1.UpdateScheduleRequest.update_mask:type_name -> google.protobuf.FieldMask
+	155, // 82: agentmesh.registry.v1.UpdateScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	155, // 83: agentmesh.registry.v1.RunScheduleResponse.schedule:type_name -> agentmesh.registry.v1.Schedule
+	156, // 84: agentmesh.registry.v1.ListScheduleFiringsResponse.firings:type_name -> agentmesh.registry.v1.ScheduleFiring
+	1,   // 85: agentmesh.registry.v1.RegistryService.RegisterUser:input_type -> agentmesh.registry.v1.RegisterUserRequest
+	3,   // 86: agentmesh.registry.v1.RegistryService.Login:input_type -> agentmesh.registry.v1.LoginRequest
+	6,   // 87: agentmesh.registry.v1.RegistryService.RefreshTokens:input_type -> agentmesh.registry.v1.RefreshTokensRequest
+	8,   // 88: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:input_type -> agentmesh.registry.v1.RevokeRefreshTokenRequest
+	10,  // 89: agentmesh.registry.v1.RegistryService.GetCurrentUser:input_type -> agentmesh.registry.v1.GetCurrentUserRequest
+	12,  // 90: agentmesh.registry.v1.RegistryService.CreateUser:input_type -> agentmesh.registry.v1.CreateUserRequest
+	14,  // 91: agentmesh.registry.v1.RegistryService.UpdateUser:input_type -> agentmesh.registry.v1.UpdateUserRequest
+	16,  // 92: agentmesh.registry.v1.RegistryService.CreateApiKey:input_type -> agentmesh.registry.v1.CreateApiKeyRequest
+	18,  // 93: agentmesh.registry.v1.RegistryService.ListApiKeys:input_type -> agentmesh.registry.v1.ListApiKeysRequest
+	20,  // 94: agentmesh.registry.v1.RegistryService.RevokeApiKey:input_type -> agentmesh.registry.v1.RevokeApiKeyRequest
+	22,  // 95: agentmesh.registry.v1.RegistryService.CreateInvitation:input_type -> agentmesh.registry.v1.CreateInvitationRequest
+	24,  // 96: agentmesh.registry.v1.RegistryService.ListInvitations:input_type -> agentmesh.registry.v1.ListInvitationsRequest
+	26,  // 97: agentmesh.registry.v1.RegistryService.RevokeInvitation:input_type -> agentmesh.registry.v1.RevokeInvitationRequest
+	28,  // 98: agentmesh.registry.v1.RegistryService.CreateAgentType:input_type -> agentmesh.registry.v1.CreateAgentTypeRequest
+	30,  // 99: agentmesh.registry.v1.RegistryService.GetAgentType:input_type -> agentmesh.registry.v1.GetAgentTypeRequest
+	32,  // 100: agentmesh.registry.v1.RegistryService.ListAgentTypes:input_type -> agentmesh.registry.v1.ListAgentTypesRequest
+	34,  // 101: agentmesh.registry.v1.RegistryService.UpdateAgentType:input_type -> agentmesh.registry.v1.UpdateAgentTypeRequest
+	36,  // 102: agentmesh.registry.v1.RegistryService.DeleteAgentType:input_type -> agentmesh.registry.v1.DeleteAgentTypeRequest
+	38,  // 103: agentmesh.registry.v1.RegistryService.CreateProject:input_type -> agentmesh.registry.v1.CreateProjectRequest
+	40,  // 104: agentmesh.registry.v1.RegistryService.GetProject:input_type -> agentmesh.registry.v1.GetProjectRequest
+	42,  // 105: agentmesh.registry.v1.RegistryService.ListProjects:input_type -> agentmesh.registry.v1.ListProjectsRequest
+	44,  // 106: agentmesh.registry.v1.RegistryService.UpdateProject:input_type -> agentmesh.registry.v1.UpdateProjectRequest
+	46,  // 107: agentmesh.registry.v1.RegistryService.DeleteProject:input_type -> agentmesh.registry.v1.DeleteProjectRequest
+	48,  // 108: agentmesh.registry.v1.RegistryService.CreateAgent:input_type -> agentmesh.registry.v1.CreateAgentRequest
+	50,  // 109: agentmesh.registry.v1.RegistryService.GetAgent:input_type -> agentmesh.registry.v1.GetAgentRequest
+	52,  // 110: agentmesh.registry.v1.RegistryService.ListAgents:input_type -> agentmesh.registry.v1.ListAgentsRequest
+	54,  // 111: agentmesh.registry.v1.RegistryService.UpdateAgent:input_type -> agentmesh.registry.v1.UpdateAgentRequest
+	56,  // 112: agentmesh.registry.v1.RegistryService.PauseAgent:input_type -> agentmesh.registry.v1.PauseAgentRequest
+	58,  // 113: agentmesh.registry.v1.RegistryService.ResumeAgent:input_type -> agentmesh.registry.v1.ResumeAgentRequest
+	60,  // 114: agentmesh.registry.v1.RegistryService.DeleteAgent:input_type -> agentmesh.registry.v1.DeleteAgentRequest
+	62,  // 115: agentmesh.registry.v1.RegistryService.GetAgentMetrics:input_type -> agentmesh.registry.v1.GetAgentMetricsRequest
+	64,  // 116: agentmesh.registry.v1.RegistryService.ListAgentVersions:input_type -> agentmesh.registry.v1.ListAgentVersionsRequest
+	66,  // 117: agentmesh.registry.v1.RegistryService.GetAgentVersion:input_type -> agentmesh.registry.v1.GetAgentVersionRequest
+	68,  // 118: agentmesh.registry.v1.RegistryService.DiffAgentVersions:input_type -> agentmesh.registry.v1.DiffAgentVersionsRequest
+	71,  // 119: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:input_type -> agentmesh.registry.v1.RestoreAgentVersionRequest
+	73,  // 120: agentmesh.registry.v1.RegistryService.MoveSession:input_type -> agentmesh.registry.v1.MoveSessionRequest
+	75,  // 121: agentmesh.registry.v1.RegistryService.MoveAgentSessions:input_type -> agentmesh.registry.v1.MoveAgentSessionsRequest
+	77,  // 122: agentmesh.registry.v1.RegistryService.CreateMcpServer:input_type -> agentmesh.registry.v1.CreateMcpServerRequest
+	79,  // 123: agentmesh.registry.v1.RegistryService.GetMcpServer:input_type -> agentmesh.registry.v1.GetMcpServerRequest
+	81,  // 124: agentmesh.registry.v1.RegistryService.ListMcpServers:input_type -> agentmesh.registry.v1.ListMcpServersRequest
+	83,  // 125: agentmesh.registry.v1.RegistryService.UpdateMcpServer:input_type -> agentmesh.registry.v1.UpdateMcpServerRequest
+	85,  // 126: agentmesh.registry.v1.RegistryService.DeleteMcpServer:input_type -> agentmesh.registry.v1.DeleteMcpServerRequest
+	87,  // 127: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:input_type -> agentmesh.registry.v1.CreateRemoteAgentRequest
+	89,  // 128: agentmesh.registry.v1.RegistryService.GetRemoteAgent:input_type -> agentmesh.registry.v1.GetRemoteAgentRequest
+	91,  // 129: agentmesh.registry.v1.RegistryService.ListRemoteAgents:input_type -> agentmesh.registry.v1.ListRemoteAgentsRequest
+	93,  // 130: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:input_type -> agentmesh.registry.v1.UpdateRemoteAgentRequest
+	95,  // 131: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:input_type -> agentmesh.registry.v1.DeleteRemoteAgentRequest
+	97,  // 132: agentmesh.registry.v1.RegistryService.ListInputRequests:input_type -> agentmesh.registry.v1.ListInputRequestsRequest
+	99,  // 133: agentmesh.registry.v1.RegistryService.GetInputRequest:input_type -> agentmesh.registry.v1.GetInputRequestRequest
+	101, // 134: agentmesh.registry.v1.RegistryService.RespondToInputRequest:input_type -> agentmesh.registry.v1.RespondToInputRequestRequest
+	103, // 135: agentmesh.registry.v1.RegistryService.CancelWaitingRun:input_type -> agentmesh.registry.v1.CancelWaitingRunRequest
+	122, // 136: agentmesh.registry.v1.RegistryService.CreateSchedule:input_type -> agentmesh.registry.v1.CreateScheduleRequest
+	124, // 137: agentmesh.registry.v1.RegistryService.GetSchedule:input_type -> agentmesh.registry.v1.GetScheduleRequest
+	126, // 138: agentmesh.registry.v1.RegistryService.ListSchedules:input_type -> agentmesh.registry.v1.ListSchedulesRequest
+	128, // 139: agentmesh.registry.v1.RegistryService.UpdateSchedule:input_type -> agentmesh.registry.v1.UpdateScheduleRequest
+	130, // 140: agentmesh.registry.v1.RegistryService.DeleteSchedule:input_type -> agentmesh.registry.v1.DeleteScheduleRequest
+	132, // 141: agentmesh.registry.v1.RegistryService.RunSchedule:input_type -> agentmesh.registry.v1.RunScheduleRequest
+	134, // 142: agentmesh.registry.v1.RegistryService.ListScheduleFirings:input_type -> agentmesh.registry.v1.ListScheduleFiringsRequest
+	105, // 143: agentmesh.registry.v1.RegistryService.SummarizeUsage:input_type -> agentmesh.registry.v1.SummarizeUsageRequest
+	108, // 144: agentmesh.registry.v1.RegistryService.CreateWebhook:input_type -> agentmesh.registry.v1.CreateWebhookRequest
+	110, // 145: agentmesh.registry.v1.RegistryService.GetWebhook:input_type -> agentmesh.registry.v1.GetWebhookRequest
+	112, // 146: agentmesh.registry.v1.RegistryService.ListWebhooks:input_type -> agentmesh.registry.v1.ListWebhooksRequest
+	114, // 147: agentmesh.registry.v1.RegistryService.UpdateWebhook:input_type -> agentmesh.registry.v1.UpdateWebhookRequest
+	116, // 148: agentmesh.registry.v1.RegistryService.DeleteWebhook:input_type -> agentmesh.registry.v1.DeleteWebhookRequest
+	118, // 149: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:input_type -> agentmesh.registry.v1.ListWebhookDeliveriesRequest
+	120, // 150: agentmesh.registry.v1.RegistryService.TestWebhook:input_type -> agentmesh.registry.v1.TestWebhookRequest
+	2,   // 151: agentmesh.registry.v1.RegistryService.RegisterUser:output_type -> agentmesh.registry.v1.RegisterUserResponse
+	5,   // 152: agentmesh.registry.v1.RegistryService.Login:output_type -> agentmesh.registry.v1.LoginResponse
+	7,   // 153: agentmesh.registry.v1.RegistryService.RefreshTokens:output_type -> agentmesh.registry.v1.RefreshTokensResponse
+	9,   // 154: agentmesh.registry.v1.RegistryService.RevokeRefreshToken:output_type -> agentmesh.registry.v1.RevokeRefreshTokenResponse
+	11,  // 155: agentmesh.registry.v1.RegistryService.GetCurrentUser:output_type -> agentmesh.registry.v1.GetCurrentUserResponse
+	13,  // 156: agentmesh.registry.v1.RegistryService.CreateUser:output_type -> agentmesh.registry.v1.CreateUserResponse
+	15,  // 157: agentmesh.registry.v1.RegistryService.UpdateUser:output_type -> agentmesh.registry.v1.UpdateUserResponse
+	17,  // 158: agentmesh.registry.v1.RegistryService.CreateApiKey:output_type -> agentmesh.registry.v1.CreateApiKeyResponse
+	19,  // 159: agentmesh.registry.v1.RegistryService.ListApiKeys:output_type -> agentmesh.registry.v1.ListApiKeysResponse
+	21,  // 160: agentmesh.registry.v1.RegistryService.RevokeApiKey:output_type -> agentmesh.registry.v1.RevokeApiKeyResponse
+	23,  // 161: agentmesh.registry.v1.RegistryService.CreateInvitation:output_type -> agentmesh.registry.v1.CreateInvitationResponse
+	25,  // 162: agentmesh.registry.v1.RegistryService.ListInvitations:output_type -> agentmesh.registry.v1.ListInvitationsResponse
+	27,  // 163: agentmesh.registry.v1.RegistryService.RevokeInvitation:output_type -> agentmesh.registry.v1.RevokeInvitationResponse
+	29,  // 164: agentmesh.registry.v1.RegistryService.CreateAgentType:output_type -> agentmesh.registry.v1.CreateAgentTypeResponse
+	31,  // 165: agentmesh.registry.v1.RegistryService.GetAgentType:output_type -> agentmesh.registry.v1.GetAgentTypeResponse
+	33,  // 166: agentmesh.registry.v1.RegistryService.ListAgentTypes:output_type -> agentmesh.registry.v1.ListAgentTypesResponse
+	35,  // 167: agentmesh.registry.v1.RegistryService.UpdateAgentType:output_type -> agentmesh.registry.v1.UpdateAgentTypeResponse
+	37,  // 168: agentmesh.registry.v1.RegistryService.DeleteAgentType:output_type -> agentmesh.registry.v1.DeleteAgentTypeResponse
+	39,  // 169: agentmesh.registry.v1.RegistryService.CreateProject:output_type -> agentmesh.registry.v1.CreateProjectResponse
+	41,  // 170: agentmesh.registry.v1.RegistryService.GetProject:output_type -> agentmesh.registry.v1.GetProjectResponse
+	43,  // 171: agentmesh.registry.v1.RegistryService.ListProjects:output_type -> agentmesh.registry.v1.ListProjectsResponse
+	45,  // 172: agentmesh.registry.v1.RegistryService.UpdateProject:output_type -> agentmesh.registry.v1.UpdateProjectResponse
+	47,  // 173: agentmesh.registry.v1.RegistryService.DeleteProject:output_type -> agentmesh.registry.v1.DeleteProjectResponse
+	49,  // 174: agentmesh.registry.v1.RegistryService.CreateAgent:output_type -> agentmesh.registry.v1.CreateAgentResponse
+	51,  // 175: agentmesh.registry.v1.RegistryService.GetAgent:output_type -> agentmesh.registry.v1.GetAgentResponse
+	53,  // 176: agentmesh.registry.v1.RegistryService.ListAgents:output_type -> agentmesh.registry.v1.ListAgentsResponse
+	55,  // 177: agentmesh.registry.v1.RegistryService.UpdateAgent:output_type -> agentmesh.registry.v1.UpdateAgentResponse
+	57,  // 178: agentmesh.registry.v1.RegistryService.PauseAgent:output_type -> agentmesh.registry.v1.PauseAgentResponse
+	59,  // 179: agentmesh.registry.v1.RegistryService.ResumeAgent:output_type -> agentmesh.registry.v1.ResumeAgentResponse
+	61,  // 180: agentmesh.registry.v1.RegistryService.DeleteAgent:output_type -> agentmesh.registry.v1.DeleteAgentResponse
+	63,  // 181: agentmesh.registry.v1.RegistryService.GetAgentMetrics:output_type -> agentmesh.registry.v1.GetAgentMetricsResponse
+	65,  // 182: agentmesh.registry.v1.RegistryService.ListAgentVersions:output_type -> agentmesh.registry.v1.ListAgentVersionsResponse
+	67,  // 183: agentmesh.registry.v1.RegistryService.GetAgentVersion:output_type -> agentmesh.registry.v1.GetAgentVersionResponse
+	69,  // 184: agentmesh.registry.v1.RegistryService.DiffAgentVersions:output_type -> agentmesh.registry.v1.DiffAgentVersionsResponse
+	72,  // 185: agentmesh.registry.v1.RegistryService.RestoreAgentVersion:output_type -> agentmesh.registry.v1.RestoreAgentVersionResponse
+	74,  // 186: agentmesh.registry.v1.RegistryService.MoveSession:output_type -> agentmesh.registry.v1.MoveSessionResponse
+	76,  // 187: agentmesh.registry.v1.RegistryService.MoveAgentSessions:output_type -> agentmesh.registry.v1.MoveAgentSessionsResponse
+	78,  // 188: agentmesh.registry.v1.RegistryService.CreateMcpServer:output_type -> agentmesh.registry.v1.CreateMcpServerResponse
+	80,  // 189: agentmesh.registry.v1.RegistryService.GetMcpServer:output_type -> agentmesh.registry.v1.GetMcpServerResponse
+	82,  // 190: agentmesh.registry.v1.RegistryService.ListMcpServers:output_type -> agentmesh.registry.v1.ListMcpServersResponse
+	84,  // 191: agentmesh.registry.v1.RegistryService.UpdateMcpServer:output_type -> agentmesh.registry.v1.UpdateMcpServerResponse
+	86,  // 192: agentmesh.registry.v1.RegistryService.DeleteMcpServer:output_type -> agentmesh.registry.v1.DeleteMcpServerResponse
+	88,  // 193: agentmesh.registry.v1.RegistryService.CreateRemoteAgent:output_type -> agentmesh.registry.v1.CreateRemoteAgentResponse
+	90,  // 194: agentmesh.registry.v1.RegistryService.GetRemoteAgent:output_type -> agentmesh.registry.v1.GetRemoteAgentResponse
+	92,  // 195: agentmesh.registry.v1.RegistryService.ListRemoteAgents:output_type -> agentmesh.registry.v1.ListRemoteAgentsResponse
+	94,  // 196: agentmesh.registry.v1.RegistryService.UpdateRemoteAgent:output_type -> agentmesh.registry.v1.UpdateRemoteAgentResponse
+	96,  // 197: agentmesh.registry.v1.RegistryService.DeleteRemoteAgent:output_type -> agentmesh.registry.v1.DeleteRemoteAgentResponse
+	98,  // 198: agentmesh.registry.v1.RegistryService.ListInputRequests:output_type -> agentmesh.registry.v1.ListInputRequestsResponse
+	100, // 199: agentmesh.registry.v1.RegistryService.GetInputRequest:output_type -> agentmesh.registry.v1.GetInputRequestResponse
+	102, // 200: agentmesh.registry.v1.RegistryService.RespondToInputRequest:output_type -> agentmesh.registry.v1.RespondToInputRequestResponse
+	104, // 201: agentmesh.registry.v1.RegistryService.CancelWaitingRun:output_type -> agentmesh.registry.v1.CancelWaitingRunResponse
+	123, // 202: agentmesh.registry.v1.RegistryService.CreateSchedule:output_type -> agentmesh.registry.v1.CreateScheduleResponse
+	125, // 203: agentmesh.registry.v1.RegistryService.GetSchedule:output_type -> agentmesh.registry.v1.GetScheduleResponse
+	127, // 204: agentmesh.registry.v1.RegistryService.ListSchedules:output_type -> agentmesh.registry.v1.ListSchedulesResponse
+	129, // 205: agentmesh.registry.v1.RegistryService.UpdateSchedule:output_type -> agentmesh.registry.v1.UpdateScheduleResponse
+	131, // 206: agentmesh.registry.v1.RegistryService.DeleteSchedule:output_type -> agentmesh.registry.v1.DeleteScheduleResponse
+	133, // 207: agentmesh.registry.v1.RegistryService.RunSchedule:output_type -> agentmesh.registry.v1.RunScheduleResponse
+	135, // 208: agentmesh.registry.v1.RegistryService.ListScheduleFirings:output_type -> agentmesh.registry.v1.ListScheduleFiringsResponse
+	107, // 209: agentmesh.registry.v1.RegistryService.SummarizeUsage:output_type -> agentmesh.registry.v1.SummarizeUsageResponse
+	109, // 210: agentmesh.registry.v1.RegistryService.CreateWebhook:output_type -> agentmesh.registry.v1.CreateWebhookResponse
+	111, // 211: agentmesh.registry.v1.RegistryService.GetWebhook:output_type -> agentmesh.registry.v1.GetWebhookResponse
+	113, // 212: agentmesh.registry.v1.RegistryService.ListWebhooks:output_type -> agentmesh.registry.v1.ListWebhooksResponse
+	115, // 213: agentmesh.registry.v1.RegistryService.UpdateWebhook:output_type -> agentmesh.registry.v1.UpdateWebhookResponse
+	117, // 214: agentmesh.registry.v1.RegistryService.DeleteWebhook:output_type -> agentmesh.registry.v1.DeleteWebhookResponse
+	119, // 215: agentmesh.registry.v1.RegistryService.ListWebhookDeliveries:output_type -> agentmesh.registry.v1.ListWebhookDeliveriesResponse
+	121, // 216: agentmesh.registry.v1.RegistryService.TestWebhook:output_type -> agentmesh.registry.v1.TestWebhookResponse
+	151, // [151:217] is the sub-list for method output_type
+	85,  // [85:151] is the sub-list for method input_type
+	85,  // [85:85] is the sub-list for extension type_name
+	85,  // [85:85] is the sub-list for extension extendee
+	0,   // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_agentmesh_registry_v1_registry_service_proto_init() }
@@ -8539,7 +8672,7 @@ func file_agentmesh_registry_v1_registry_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_registry_v1_registry_service_proto_rawDesc), len(file_agentmesh_registry_v1_registry_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   133,
+			NumMessages:   135,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

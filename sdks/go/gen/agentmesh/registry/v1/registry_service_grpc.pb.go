@@ -69,6 +69,7 @@ const (
 	RegistryService_ListInputRequests_FullMethodName     = "/agentmesh.registry.v1.RegistryService/ListInputRequests"
 	RegistryService_GetInputRequest_FullMethodName       = "/agentmesh.registry.v1.RegistryService/GetInputRequest"
 	RegistryService_RespondToInputRequest_FullMethodName = "/agentmesh.registry.v1.RegistryService/RespondToInputRequest"
+	RegistryService_CancelWaitingRun_FullMethodName      = "/agentmesh.registry.v1.RegistryService/CancelWaitingRun"
 	RegistryService_CreateSchedule_FullMethodName        = "/agentmesh.registry.v1.RegistryService/CreateSchedule"
 	RegistryService_GetSchedule_FullMethodName           = "/agentmesh.registry.v1.RegistryService/GetSchedule"
 	RegistryService_ListSchedules_FullMethodName         = "/agentmesh.registry.v1.RegistryService/ListSchedules"
@@ -249,6 +250,14 @@ type RegistryServiceClient interface {
 	// with a decision, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(ctx context.Context, in *RespondToInputRequestRequest, opts ...grpc.CallOption) (*RespondToInputRequestResponse, error)
+	// Cancels the run that waits for a pending request: the session's waiting run — the request's
+	// run, or the run at the top of the delegations waiting on it — with every waiting run below
+	// it. Each gets one end, recorded as cancelled, by the executor that takes it over; their
+	// pending requests are closed (state cancelled: a later response gets FAILED_PRECONDITION,
+	// reason RUN_CANCELLED), and the session's turn is free once the ends are recorded.
+	// FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED or RUN_CANCELLED)
+	// for a request that is not pending. NOT_FOUND. Who may: as RespondToInputRequest.
+	CancelWaitingRun(ctx context.Context, in *CancelWaitingRunRequest, opts ...grpc.CallOption) (*CancelWaitingRunResponse, error)
 	// Creates a schedule in a project (its owner or superusers); it runs as its creator.
 	// INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
 	// ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
@@ -803,6 +812,16 @@ func (c *registryServiceClient) RespondToInputRequest(ctx context.Context, in *R
 	return out, nil
 }
 
+func (c *registryServiceClient) CancelWaitingRun(ctx context.Context, in *CancelWaitingRunRequest, opts ...grpc.CallOption) (*CancelWaitingRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelWaitingRunResponse)
+	err := c.cc.Invoke(ctx, RegistryService_CancelWaitingRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *registryServiceClient) CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateScheduleResponse)
@@ -1116,6 +1135,14 @@ type RegistryServiceServer interface {
 	// with a decision, an answer to an approval, or neither.
 	// NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
 	RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error)
+	// Cancels the run that waits for a pending request: the session's waiting run — the request's
+	// run, or the run at the top of the delegations waiting on it — with every waiting run below
+	// it. Each gets one end, recorded as cancelled, by the executor that takes it over; their
+	// pending requests are closed (state cancelled: a later response gets FAILED_PRECONDITION,
+	// reason RUN_CANCELLED), and the session's turn is free once the ends are recorded.
+	// FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED or RUN_CANCELLED)
+	// for a request that is not pending. NOT_FOUND. Who may: as RespondToInputRequest.
+	CancelWaitingRun(context.Context, *CancelWaitingRunRequest) (*CancelWaitingRunResponse, error)
 	// Creates a schedule in a project (its owner or superusers); it runs as its creator.
 	// INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
 	// ALREADY_EXISTS (SCHEDULE_NAME_TAKEN); NOT_FOUND for a project the caller may not see.
@@ -1319,6 +1346,9 @@ func (UnimplementedRegistryServiceServer) GetInputRequest(context.Context, *GetI
 }
 func (UnimplementedRegistryServiceServer) RespondToInputRequest(context.Context, *RespondToInputRequestRequest) (*RespondToInputRequestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RespondToInputRequest not implemented")
+}
+func (UnimplementedRegistryServiceServer) CancelWaitingRun(context.Context, *CancelWaitingRunRequest) (*CancelWaitingRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelWaitingRun not implemented")
 }
 func (UnimplementedRegistryServiceServer) CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSchedule not implemented")
@@ -2286,6 +2316,24 @@ func _RegistryService_RespondToInputRequest_Handler(srv interface{}, ctx context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RegistryService_CancelWaitingRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelWaitingRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistryServiceServer).CancelWaitingRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RegistryService_CancelWaitingRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistryServiceServer).CancelWaitingRun(ctx, req.(*CancelWaitingRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _RegistryService_CreateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateScheduleRequest)
 	if err := dec(in); err != nil {
@@ -2762,6 +2810,10 @@ var RegistryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RespondToInputRequest",
 			Handler:    _RegistryService_RespondToInputRequest_Handler,
+		},
+		{
+			MethodName: "CancelWaitingRun",
+			Handler:    _RegistryService_CancelWaitingRun_Handler,
 		},
 		{
 			MethodName: "CreateSchedule",

@@ -68,7 +68,12 @@ class OrphanCloser:
         reason: str = EXECUTOR_LOST,
         message: str = "",
     ) -> None:
-        """Closes the orphan with `reason` (its run's `events`, read here unless given)."""
+        """Closes the orphan with `reason` (its run's `events`, read here unless given); one
+        cancelled while it waited (`cancelled_by`) with the end a cancelled run records
+        (run/end.py `record_cancelled`), its open delegations answered `cancelled`."""
+        cancelled = orphan.cancelled_by
+        if cancelled:
+            message = f"the run was cancelled: cancelled by {cancelled}"
         message = message or _LOST
         if events is None:
             events = await self.run_events(orphan)
@@ -83,8 +88,11 @@ class OrphanCloser:
             EventType.EVENT_TYPE_ERROR,
             message,
             metadata={
-                "reason": reason,
-                "code": "UNAVAILABLE",
+                **(
+                    {"cancelled": True, "code": "CANCELLED", "reason": f"cancelled by {cancelled}"}
+                    if cancelled
+                    else {"reason": reason, "code": "UNAVAILABLE"}
+                ),
                 **({RESUME: incarnation} if incarnation else {}),
             },
             parent_event_id=input_event.id,
@@ -136,14 +144,16 @@ class OrphanCloser:
 def _responses(
     orphan: registry_internal_service_pb2.OrphanedRun, events: list[resources_pb2.Event], message: str
 ) -> list[memory_service_pb2.NewEvent]:
-    """A `failed` response to each of the run's delegation requests that has none."""
+    """A `failed` (or, for a cancelled run, `cancelled`) response to each of the run's delegation
+    requests that has none."""
+    outcome = "cancelled" if orphan.cancelled_by else "failed"
     responded = {e.delegation_id for e in events if e.event_type == EventType.EVENT_TYPE_DELEGATION_RESPONSE}
     return [
         _event(
             orphan,
             EventType.EVENT_TYPE_DELEGATION_RESPONSE,
-            {"agent": target, "outcome": "failed", "content": f"{target} failed: {message}"},
-            metadata={"target_agent": target, "outcome": "failed"},
+            {"agent": target, "outcome": outcome, "content": f"{target} {outcome}: {message}"},
+            metadata={"target_agent": target, "outcome": outcome},
             parent_event_id=event.id,
             delegation_id=event.delegation_id,
             idempotency_key=response_key(event.delegation_id),
@@ -400,6 +410,8 @@ class LeaseKeeper:
         else:
             logger.info("closed orphaned run %s of %s", orphan.run_id, orphan.agent_name)
             self._closed.append(key)
+            if orphan.cancelled_by:  # the runs parked on it, and its session, wait for the report
+                self.wake()
         finally:
             self._closing.pop(key, None)
 

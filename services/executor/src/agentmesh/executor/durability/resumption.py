@@ -99,6 +99,9 @@ class RunResumer:
         if log.ended:  # closed or ended elsewhere: a request of it may still want its response
             await self._closer.answer_strays(orphan, message=_STRAY)
             return
+        if orphan.cancelled_by:  # cancelled while it waited: its end, not a resume
+            await self._closer.close(orphan, events=events)
+            return
         after_input = bool(orphan.input_requests) or orphan.parked
         if log.restarts >= self._max_resumes and not after_input:
             await self._closer.close(

@@ -156,12 +156,6 @@ class MeshRequestHandler(RequestHandler):
             snapshot = await self._tasks.get(caller, agent, params.id)
             if snapshot.is_terminal:
                 raise a2a_errors.TaskNotCancelableError(f"task {params.id!r} has already ended")
-            if snapshot.task.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED:
-                # Its run is parked at the registry, held by no executor that could stop it.
-                raise a2a_errors.TaskNotCancelableError(
-                    f"task {params.id!r} is input-required: answer it (deny an approval) or let its"
-                    " request expire, and the run goes on to its end"
-                )
             return (await self._tasks.cancel(caller, agent, snapshot)).task
 
         return await _a2a_errors(context, cancel())

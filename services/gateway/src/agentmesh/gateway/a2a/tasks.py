@@ -201,13 +201,7 @@ class A2ATasks:
         assert task_id is not None
         # Its run's requests, or those of the runs it delegated to (theirs, with it first in
         # their path): the session's turn is its run's while it waits.
-        pending = [
-            request
-            for request in await self._gateway.pending_requests(
-                caller, agent.project_id, task_id.session_id, agent=agent.slug
-            )
-            if request.run_id == task_id.run_id or request.delegation_path
-        ]
+        pending = await self._waiting_for(caller, agent, task_id)
         if not pending:
             raise _not_waiting(snapshot, "its request was answered meanwhile")
         response = message_reply(pending[0], message)
@@ -224,6 +218,18 @@ class A2ATasks:
             user_message(text, task=task_id, message_id=message.message_id or uuid.uuid4().hex)
         )
         return TaskEventStream(task_id, task_id.run_id), started, _items(events)
+
+    async def _waiting_for(self, caller: Caller, agent: Agent, task_id: TaskId) -> list[run_pb2.InputRequest]:
+        """The pending requests the task's run waits for, oldest first: its own, or those of the
+        runs it delegated to (theirs, with it first in their path) — the session's turn is its
+        run's while it waits."""
+        return [
+            request
+            for request in await self._gateway.pending_requests(
+                caller, agent.project_id, task_id.session_id, agent=agent.slug
+            )
+            if request.run_id == task_id.run_id or request.delegation_path
+        ]
 
     # Reading.
 
@@ -369,18 +375,33 @@ class A2ATasks:
         wait, when the run's executor cannot be reached)."""
         parsed = TaskId.parse(snapshot.task.id)
         assert parsed is not None
-        await self._router.cancel_runs(
-            agent.project_id,
-            agent.spec.agent.id,
-            reason="the task was cancelled over A2A",
-            run_id=parsed.run_id,
-            metadata=caller.metadata,
-        )
+        waiting = snapshot.task.status.state == a2a_pb2.TaskState.TASK_STATE_INPUT_REQUIRED
+        # A waiting run is parked at the registry, held by no executor: the registry cancels it
+        # (through a request it waits for), and the executor it hands it to records the end.
+        pending = await self._waiting_for(caller, agent, parsed) if waiting else []
+        if pending:
+            try:
+                await self._gateway.cancel_waiting_run(
+                    caller, agent.project_id, pending[0].id, reason=_CANCELLED_OVER_A2A
+                )
+            except FailedPrecondition:  # answered meanwhile: the run goes on, on an executor
+                pending = []
+        if not pending:
+            await self._router.cancel_runs(
+                agent.project_id,
+                agent.spec.agent.id,
+                reason=_CANCELLED_OVER_A2A,
+                run_id=parsed.run_id,
+                metadata=caller.metadata,
+            )
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self._cancel_wait_seconds):
                 async for _ in self.subscribe(caller, agent, snapshot):
                     pass
         return await self.get(caller, agent, snapshot.task.id)
+
+
+_CANCELLED_OVER_A2A = "the task was cancelled over A2A"
 
 
 def _no_tasks(page_size: int) -> a2a_pb2.ListTasksResponse:

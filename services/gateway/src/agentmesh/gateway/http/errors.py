@@ -40,6 +40,7 @@ from agentmesh.registry.client import (
     AgentTypeInUse,
     InputAlreadyAnswered,
     InputRequestExpired,
+    RunCancelled,
 )
 from agentmesh.runtime import telemetry
 from agentmesh.runtime.errors import DomainError, FieldViolation, QuotaExceeded
@@ -72,6 +73,7 @@ _STATUS_BY_REASON: dict[str, int] = {
     # A request for input has its one response (a person's, or the system's at its expiry).
     InputAlreadyAnswered.default_reason: 409,
     InputRequestExpired.default_reason: 409,
+    RunCancelled.default_reason: 409,  # or its run was cancelled while it waited
     RequestTooLarge.default_reason: 413,
     MessageTooLarge.default_reason: 413,
     TooManyMessages.default_reason: 413,

@@ -28,7 +28,7 @@ Auth = Annotated[Caller, Depends(authorize)]
 BASE = "/api/v1/projects/{project_id}/input-requests"
 
 InputKindName = Literal["approval", "question", "client_tool"]
-InputStateName = Literal["pending", "answered", "expired"]
+InputStateName = Literal["pending", "answered", "expired", "cancelled"]
 DecisionName = Literal["approve", "deny"]
 _KIND, _STATE, _DECISION = "INPUT_KIND_", "INPUT_REQUEST_STATE_", "INPUT_DECISION_"
 
@@ -71,6 +71,17 @@ class InputRequestOut(BaseModel):
     state: InputStateName
     response: InputResponseOut | None
     seq: int = Field(description="memory seq of its input_requested event")
+
+
+class CancelRunIn(RequestBody):
+    """Why the waiting run is cancelled (optional)."""
+
+    reason: str = Field(default="", max_length=2000, description="recorded with the runs' ends")
+
+
+class CancelledRunOut(BaseModel):
+    input_request: InputRequestOut = Field(description="the request, closed (state cancelled)")
+    run_ids: list[str] = Field(description="the runs cancelled: the session's waiting run first")
 
 
 class InputRequestPage(BaseModel):
@@ -197,5 +208,27 @@ def input_request_router() -> APIRouter:
             caller,
         )
         return input_request_out(answered.input_request)
+
+    @router.post("/{request_id}/cancel-run", response_model=CancelledRunOut)
+    async def cancel_waiting_run(
+        project_id: str, request_id: str, ctx: Ctx, caller: Auth, body: CancelRunIn | None = None
+    ) -> CancelledRunOut:
+        """Cancels the run that waits for this pending request — the session's waiting run (the
+        run at the top of the delegations waiting on the request's run), with every waiting run
+        below it — instead of answering it. Each run's end is recorded as cancelled by the
+        executor that takes it over (within a lease renewal), which frees the session for its
+        next message; the request and the runs' other pending requests are closed (state
+        `cancelled`: a response to them is refused with 409). 409 when the request is not
+        pending (answered, expired or cancelled already)."""
+        cancelled = await ctx.call(
+            ctx.registry.stub.CancelWaitingRun,
+            reg.CancelWaitingRunRequest(
+                project_id=project_id, input_request_id=request_id, reason=body.reason if body else ""
+            ),
+            caller,
+        )
+        return CancelledRunOut(
+            input_request=input_request_out(cancelled.input_request), run_ids=list(cancelled.run_ids)
+        )
 
     return router

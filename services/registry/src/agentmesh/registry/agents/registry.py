@@ -49,6 +49,8 @@ from agentmesh.registry.models import (
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.projects.registry import visible, visible_project
 from agentmesh.registry.runs.executors import ExecutorPool
+from agentmesh.registry.runs.input_models import Cancellation
+from agentmesh.registry.runs.input_requests import responder
 from agentmesh.registry.store import DuplicateRequest, RegistryStore, StoreTransaction
 from agentmesh.registry.validation import (
     DEFAULT_MAX_STEPS,
@@ -310,7 +312,15 @@ class AgentRegistry(AgentVersionRules):
         return await self._transition(principal, project_id, agent_id, resumed)
 
     async def terminate_agent(self, principal: Principal, project_id: str, agent_id: str) -> Agent:
-        return await self._transition(principal, project_id, agent_id, terminated)
+        """Terminates the agent (no run starts any more) and cancels its waiting runs, each with
+        the waiting runs below it: no executor holds them to stop, so the registry hands each to
+        one that records its end as cancelled (`runs/cancel_store.py`). Its runs in flight are
+        the executors' to stop (the gateway asks them)."""
+        agent = await self._transition(principal, project_id, agent_id, terminated)
+        cancellation = Cancellation(by=responder(principal), reason="the agent was terminated")
+        if await self._store.input_requests.cancel_agent_runs(agent.id, cancellation, self._now()):
+            self.watch.runs_ready()
+        return agent
 
     async def agent_metrics(self, principal: Principal, project_id: str, agent_id: str) -> AgentMetrics:
         agent = await self.get_agent(principal, project_id, agent_id)

@@ -31,6 +31,7 @@ _INPUT_STATE_TO_PROTO = {
     InputRequestState.PENDING: run_pb2.INPUT_REQUEST_STATE_PENDING,
     InputRequestState.ANSWERED: run_pb2.INPUT_REQUEST_STATE_ANSWERED,
     InputRequestState.EXPIRED: run_pb2.INPUT_REQUEST_STATE_EXPIRED,
+    InputRequestState.CANCELLED: run_pb2.INPUT_REQUEST_STATE_CANCELLED,
 }
 _INPUT_STATE_FROM_PROTO = {value: state for state, value in _INPUT_STATE_TO_PROTO.items()}
 _DECISION_TO_PROTO = {
@@ -71,7 +72,9 @@ def input_request_state(value: int) -> InputRequestState:
     if value == run_pb2.INPUT_REQUEST_STATE_UNSPECIFIED:
         return InputRequestState.PENDING
     if value not in _INPUT_STATE_FROM_PROTO:
-        raise ValidationFailed.of([FieldViolation("state", "must be pending, answered or expired")])
+        raise ValidationFailed.of(
+            [FieldViolation("state", "must be pending, answered, expired or cancelled")]
+        )
     return _INPUT_STATE_FROM_PROTO[value]
 
 

@@ -6,6 +6,7 @@ Plain pydantic models with no I/O, as `models.py`; the rules are `runs/input_req
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from datetime import datetime
 from typing import Any
@@ -31,6 +32,7 @@ class InputRequestState(enum.StrEnum):
     PENDING = "pending"
     ANSWERED = "answered"
     EXPIRED = "expired"  # nobody responded in time: it counts as a denial by the system
+    CANCELLED = "cancelled"  # its run was cancelled while it waited: nobody may respond
 
 
 class InputDecision(enum.StrEnum):
@@ -89,3 +91,24 @@ class InputRequest(_Model):
     expires_at: datetime
     state: InputRequestState = InputRequestState.PENDING
     response: InputResponse | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Cancellation:
+    """Who cancels (recorded as the requests' responder) and why (told with the runs' ends)."""
+
+    by: str
+    reason: str = ""
+
+    @property
+    def cancelled_by(self) -> str:
+        """What the run's row keeps, and its taker writes into the run's end."""
+        return f"{self.by}: {self.reason}" if self.reason else self.by
+
+    def response(self, now: datetime) -> InputResponse:
+        return InputResponse(
+            decision=InputDecision.DENY,
+            reason=self.reason or "the run was cancelled",
+            responder=self.by,
+            responded_at=now,
+        )

@@ -21,11 +21,22 @@ from datetime import datetime, timedelta
 from agentmesh.registry.agents.watch import AgentWatch
 from agentmesh.registry.clock import Clock, utc_now
 from agentmesh.registry.errors import InputRequestNotFound, ProjectNotFound
-from agentmesh.registry.models import Page
+from agentmesh.registry.models import Page, RunKey
 from agentmesh.registry.pagination import PageTokens
 from agentmesh.registry.projects.registry import visible_project
-from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse, RaisedInput
-from agentmesh.registry.runs.waiting import DEFAULT_EXPIRY_SECONDS, as_seen, response_violations
+from agentmesh.registry.runs.input_models import (
+    Cancellation,
+    InputRequest,
+    InputRequestState,
+    InputResponse,
+    RaisedInput,
+)
+from agentmesh.registry.runs.waiting import (
+    DEFAULT_EXPIRY_SECONDS,
+    MAX_REASON_CHARS,
+    as_seen,
+    response_violations,
+)
 from agentmesh.registry.store import RegistryStore
 from agentmesh.registry.validation import raise_if, required
 from agentmesh.runtime.errors import FieldViolation
@@ -123,6 +134,25 @@ class InputRequests:
         if self._watch is not None:
             self._watch.runs_ready()
         return answered
+
+    async def cancel(
+        self, principal: Principal, project_id: str, request_id: str, *, reason: str = ""
+    ) -> tuple[InputRequest, list[RunKey]]:
+        """Cancels the run that waits for a pending request, with the runs waiting above and
+        below it (`runs/cancel_store.py`), as the caller — who may, as who may respond: the
+        request, closed, and the runs cancelled (top first). A request that is not pending is
+        refused as a response to it would be."""
+        raise_if(required("project_id", project_id) + required("input_request_id", request_id))
+        if len(reason) > MAX_REASON_CHARS:
+            raise_if([FieldViolation("reason", f"must be at most {MAX_REASON_CHARS} characters")])
+        await self._visible(principal, project_id)
+        cancellation = Cancellation(by=responder(principal), reason=reason.strip())
+        closed, cancelled = await self._store.input_requests.cancel_run(
+            project_id, request_id, cancellation, self._now()
+        )
+        if cancelled and self._watch is not None:
+            self._watch.runs_ready()
+        return closed, cancelled
 
     async def _visible(self, principal: Principal, project_id: str) -> None:
         """ProjectNotFound unless the caller may see the project — and, with an API key scoped to

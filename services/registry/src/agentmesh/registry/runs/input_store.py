@@ -25,8 +25,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agentmesh.registry.agents.lifecycle import run_suspended
 from agentmesh.registry.errors import (
     AgentNotFound,
-    InputAlreadyAnswered,
-    InputRequestExpired,
     InputRequestNotFound,
     RunNotFound,
     RunNotHeld,
@@ -35,6 +33,7 @@ from agentmesh.registry.errors import (
 from agentmesh.registry.in_memory_state import State, Stored
 from agentmesh.registry.models import PageRequest, RunKey, Slice
 from agentmesh.registry.pagination import keyset_slice
+from agentmesh.registry.runs.cancel_store import InMemoryRunCancels, SqlRunCancels
 from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
 from agentmesh.registry.runs.run_waits import (
     add_waits,
@@ -44,7 +43,7 @@ from agentmesh.registry.runs.run_waits import (
     release_in,
     waits_left,
 )
-from agentmesh.registry.runs.waiting import answered, as_seen, expired, is_due
+from agentmesh.registry.runs.waiting import answered, as_seen, expired, is_due, refusal
 from agentmesh.registry.store.interface import InputRequestStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, SUSPEND_UPDATE
 from agentmesh.registry.tables import AgentRow, AgentRunRow, InputRequestRow
@@ -72,7 +71,7 @@ async def _enqueue_input_requested(connection: AsyncConnection, request: InputRe
     await enqueue_on(connection, request.project_id, _ASKED, request.id, now, **input_requested(request))
 
 
-class SqlInputRequestStore(InputRequestStore):
+class SqlInputRequestStore(SqlRunCancels, InputRequestStore):
     """InputRequestStore on the registry's SQL engines (`write_engine` begins write transactions)."""
 
     def __init__(self, engine: AsyncEngine, *, write_engine: AsyncEngine) -> None:
@@ -195,7 +194,7 @@ class SqlInputRequestStore(InputRequestStore):
                 .values(state=InputRequestState.ANSWERED.value, response=response.model_dump(mode="json"))
             )
             if changed.rowcount != 1:
-                raise _refusal(as_seen((await _requests(connection, this_request))[0], now))
+                raise refusal(as_seen((await _requests(connection, this_request))[0], now))
             if not await _requests(connection, _of_run(run), _INPUTS.c.state == _PENDING) and not (
                 await waits_left(connection, run)
             ):
@@ -315,19 +314,7 @@ def _check_own(stored: dict[str, InputRequest], run: RunKey, ids: Sequence[str])
         raise ValidationFailed.of(violations)
 
 
-def _refusal(request: InputRequest) -> Exception:
-    """Why a response to this request (not pending any more) is refused."""
-    if request.state is InputRequestState.EXPIRED:
-        return InputRequestExpired(
-            f"request {request.id!r} expired at {request.expires_at.isoformat()}: nobody responded "
-            "in time, and it counts as a denial"
-        )
-    response = request.response
-    assert response is not None and response.responded_at is not None
-    return InputAlreadyAnswered(request.id, response.responder, response.responded_at.isoformat())
-
-
-class InMemoryInputRequestStore(InputRequestStore):
+class InMemoryInputRequestStore(InMemoryRunCancels, InputRequestStore):
     """InputRequestStore on the in-memory store's state: each change in a `draft` of it
     (published when it ends without an exception), reads on the `current` one."""
 
@@ -417,7 +404,7 @@ class InMemoryInputRequestStore(InputRequestStore):
             if request is None or request.project_id != project_id:
                 raise InputRequestNotFound(f"request for input {request_id!r} not found")
             if as_seen(request, now).state is not InputRequestState.PENDING:
-                raise _refusal(as_seen(request, now))
+                raise refusal(as_seen(request, now))
             state.input_requests[request_id] = answered(request, response)
             run = (request.agent_id, request.run_id)
             lease = state.leases.get(run)
@@ -429,15 +416,20 @@ class InMemoryInputRequestStore(InputRequestStore):
     async def release_waits(self, run_ids: Sequence[str], now: datetime) -> int:
         if not any(set(run_ids) & children for children in self._current().run_waits.values()):
             return 0
-        due = 0
         async with self._draft() as state:
-            for parent in release_in(state, run_ids):
-                lease = state.leases.get(parent)
-                pending = [r for r in run_requests_in(state, parent) if r.state is InputRequestState.PENDING]
-                if lease is not None and lease.suspended and not pending:
-                    state.leases[parent] = dataclasses.replace(lease, expires_at=now)
-                    due += 1
-        return due
+            return release_due_in(state, run_ids, now)
+
+
+def release_due_in(state: State, run_ids: Sequence[str], now: datetime) -> int:
+    """`run_waits.release` on the in-memory state: how many parked runs became due."""
+    due = 0
+    for parent in release_in(state, run_ids):
+        lease = state.leases.get(parent)
+        pending = [r for r in run_requests_in(state, parent) if r.state is InputRequestState.PENDING]
+        if lease is not None and lease.suspended and not pending:
+            state.leases[parent] = dataclasses.replace(lease, expires_at=now)
+            due += 1
+    return due
 
 
 def settle_requests_in(state: State, run: RunKey, now: datetime) -> datetime | None:

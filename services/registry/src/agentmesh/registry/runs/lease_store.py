@@ -24,12 +24,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agentmesh.registry.agents.lifecycle import run_finished, run_resumed, run_unparked
 from agentmesh.registry.in_memory_state import State, Stored, StoredLease
 from agentmesh.registry.runs.input_store import (
+    release_due_in,
     run_requests,
     run_requests_in,
     settle_requests,
     settle_requests_in,
 )
-from agentmesh.registry.runs.run_waits import parked_until, waits_left
+from agentmesh.registry.runs.run_waits import parked_until, release_on, waits_left
 from agentmesh.registry.runs.turn_store import InMemorySessionTurns, SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
 from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE, UNPARK_UPDATE
@@ -93,7 +94,9 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
         if limit <= 0:
             return []
         free = (
-            sa.select(_RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.session_id, _RUNS.c.suspended)
+            sa.select(
+                _RUNS.c.agent_id, _RUNS.c.run_id, _RUNS.c.session_id, _RUNS.c.suspended, _RUNS.c.cancelled_by
+            )
             .where(_RUNS.c.orphaned, _RUNS.c.lease_expires_at <= now)
             .order_by(_RUNS.c.lease_expires_at)
             .limit(limit)
@@ -123,15 +126,17 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
                     .where(this_run)
                     .values(executor_id=executor_id, lease_expires_at=expires_at, suspended=False)
                 )
-                claimed.append(
-                    await _orphan(connection, row.agent_id, row.run_id, row.session_id, parked=row.suspended)
+                orphan = await _orphan(
+                    connection, row.agent_id, row.run_id, row.session_id, parked=row.suspended
                 )
+                claimed.append(dataclasses.replace(orphan, cancelled_by=row.cancelled_by))
         return claimed
 
-    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
+    async def close(self, executor_id: str, runs: Sequence[RunKey], now: datetime) -> int:
         async with self._lease_engine.begin() as connection:
+            gone = []
             for agent_id, run_id in runs:
-                await connection.execute(
+                deleted = await connection.execute(
                     sa.delete(_RUNS).where(
                         _RUNS.c.agent_id == agent_id,
                         _RUNS.c.run_id == run_id,
@@ -139,6 +144,10 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
                         _RUNS.c.orphaned,
                     )
                 )
+                if deleted.rowcount:
+                    gone.append(run_id)
+            # A closed run has ended: the runs parked on it wait on it no more.
+            return await release_on(connection, gone, now) if gone else 0
 
     async def resume(
         self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime
@@ -269,16 +278,20 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
                         agent.slug,
                         requests,
                         parked=parked,
+                        cancelled_by=lease.cancelled_by,
                     )
                 )
         return claimed
 
-    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
+    async def close(self, executor_id: str, runs: Sequence[RunKey], now: datetime) -> int:
         async with self._draft() as state:
+            gone = []
             for key in runs:
                 lease = state.leases.get(key)
                 if lease is not None and lease.orphaned and lease.executor_id == executor_id:
                     del state.leases[key]
+                    gone.append(key[1])
+            return release_due_in(state, gone, now) if gone else 0
 
     async def resume(
         self, executor_id: str, runs: Sequence[RunKey], now: datetime, expires_at: datetime

@@ -60,7 +60,10 @@ class RunLeases:
         startup_grace_seconds: float,
         clock: Callable[[], datetime],
         monotonic: Callable[[], float] = time.monotonic,
+        runs_ready: Callable[[], None] | None = None,
     ) -> None:
+        # Tells watching executors that runs parked on a closed run are due (`AgentWatch`).
+        self._runs_ready = runs_ready
         self._startup_grace = startup_grace_seconds
         self._heard: set[str] = set()  # executors that renewed since this registry started
         self._store = store
@@ -121,8 +124,8 @@ class RunLeases:
         resumed: Sequence[RunKey],
     ) -> Renewal:
         now = self._now()
-        if closed:
-            await self._store.close(executor_id, closed)
+        if closed and await self._store.close(executor_id, closed, now) and self._runs_ready is not None:
+            self._runs_ready()
         if released:
             await self._store.renew(executor_id, released, now - self._lease)
         lost = await self._store.resume(executor_id, resumed, now, now + self._lease) if resumed else []

@@ -75,24 +75,30 @@ async def release(
     async with engine.connect() as connection:
         if (await connection.execute(sa.select(_WAITS.c.run_id).where(waited_on).limit(1))).first() is None:
             return 0
-    due = 0
     async with write_engine.begin() as connection:
-        parents = {
-            (row.agent_id, row.run_id)
-            for row in await connection.execute(
-                sa.select(_WAITS.c.agent_id, _WAITS.c.run_id).where(waited_on)
-            )
-        }
-        await connection.execute(sa.delete(_WAITS).where(waited_on))
-        for parent in sorted(parents):
-            if await waits_left(connection, parent) or await _asks(connection, parent):
-                continue
-            changed = await connection.execute(
-                sa.update(_RUNS)
-                .where(_RUNS.c.agent_id == parent[0], _RUNS.c.run_id == parent[1], _RUNS.c.suspended)
-                .values(lease_expires_at=now)
-            )
-            due += changed.rowcount
+        return await release_on(connection, run_ids, now)
+
+
+async def release_on(connection: AsyncConnection, run_ids: Sequence[str], now: datetime) -> int:
+    """`release` in the caller's transaction (a closed orphan's, whose row goes with it)."""
+    waited_on = _WAITS.c.child_run_id.in_(list(run_ids))
+    parents = {
+        (row.agent_id, row.run_id)
+        for row in await connection.execute(sa.select(_WAITS.c.agent_id, _WAITS.c.run_id).where(waited_on))
+    }
+    if not parents:
+        return 0
+    await connection.execute(sa.delete(_WAITS).where(waited_on))
+    due = 0
+    for parent in sorted(parents):
+        if await waits_left(connection, parent) or await _asks(connection, parent):
+            continue
+        changed = await connection.execute(
+            sa.update(_RUNS)
+            .where(_RUNS.c.agent_id == parent[0], _RUNS.c.run_id == parent[1], _RUNS.c.suspended)
+            .values(lease_expires_at=now)
+        )
+        due += changed.rowcount
     return due
 
 
@@ -102,6 +108,21 @@ async def _asks(connection: AsyncConnection, run: RunKey) -> bool:
         _INPUTS.c.agent_id == run[0], _INPUTS.c.run_id == run[1], _INPUTS.c.state == _PENDING
     )
     return (await connection.execute(pending.limit(1))).first() is not None
+
+
+async def children_of(connection: AsyncConnection, run: RunKey) -> list[str]:
+    """The runs below `run` it waits on."""
+    return await _children(connection, run)
+
+
+async def waited_on_by(connection: AsyncConnection, run_id: str) -> RunKey | None:
+    """The parked run that waits on `run_id`, if one does."""
+    row = (
+        await connection.execute(
+            sa.select(_WAITS.c.agent_id, _WAITS.c.run_id).where(_WAITS.c.child_run_id == run_id).limit(1)
+        )
+    ).first()
+    return None if row is None else (row.agent_id, row.run_id)
 
 
 async def _children(connection: AsyncConnection, run: RunKey) -> list[str]:

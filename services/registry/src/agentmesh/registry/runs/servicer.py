@@ -47,3 +47,14 @@ class InputRequestRpcs:
             caller(), request.project_id, request.id, input_convert.input_response(request.response)
         )
         return pb.RespondToInputRequestResponse(input_request=input_convert.input_request_message(answered))
+
+    async def CancelWaitingRun(
+        self, request: pb.CancelWaitingRunRequest, context: Context
+    ) -> pb.CancelWaitingRunResponse:
+        closed, cancelled = await self._input_requests.cancel(
+            caller(), request.project_id, request.input_request_id, reason=request.reason
+        )
+        return pb.CancelWaitingRunResponse(
+            input_request=input_convert.input_request_message(closed),
+            run_ids=[run_id for _, run_id in cancelled],
+        )

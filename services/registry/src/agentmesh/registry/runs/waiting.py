@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from agentmesh.registry.errors import InputAlreadyAnswered, InputRequestExpired, RunCancelled
 from agentmesh.registry.runs.input_models import (
     InputDecision,
     InputKind,
@@ -116,3 +117,20 @@ def _duration(seconds: int) -> str:
             count = seconds // size
             return f"{count} {unit}{'s' if count != 1 else ''}"
     return f"{seconds} second{'s' if seconds != 1 else ''}"
+
+
+def refusal(request: InputRequest) -> Exception:
+    """Why a response to this request (not pending any more) is refused."""
+    if request.state is InputRequestState.CANCELLED:
+        assert request.response is not None
+        return RunCancelled(
+            f"request {request.id!r} was closed: its run was cancelled by {request.response.responder}"
+        )
+    if request.state is InputRequestState.EXPIRED:
+        return InputRequestExpired(
+            f"request {request.id!r} expired at {request.expires_at.isoformat()}: nobody responded "
+            "in time, and it counts as a denial"
+        )
+    response = request.response
+    assert response is not None and response.responded_at is not None
+    return InputAlreadyAnswered(request.id, response.responder, response.responded_at.isoformat())

@@ -28,7 +28,7 @@ from agentmesh.registry.models import Agent, AgentType, PageRequest, Project, Ru
 from agentmesh.registry.projects.store import ProjectTransaction
 from agentmesh.registry.remote_agents.store import RemoteAgentTransaction
 from agentmesh.registry.runs.executor_store import ExecutorTransaction
-from agentmesh.registry.runs.input_models import InputRequest, InputRequestState, InputResponse
+from agentmesh.registry.runs.input_models import Cancellation, InputRequest, InputRequestState, InputResponse
 from agentmesh.registry.schedules.store import ScheduleTransaction
 from agentmesh.registry.usage.store import UsageLedgerStore
 from agentmesh.registry.webhooks.outbox_store import WebhookOutboxStore
@@ -78,6 +78,8 @@ class OrphanedRun:
     input_requests: tuple[InputRequest, ...] = ()
     # It was parked (suspended): it goes on after input, its own or its runs' below.
     parked: bool = False
+    # Cancelled while it waited: who, and why (its taker records a cancelled end, no resume).
+    cancelled_by: str = ""
 
 
 class RunLeaseStore(abc.ABC):
@@ -105,8 +107,10 @@ class RunLeaseStore(abc.ABC):
         stays parked until its next pending request's expiry."""
 
     @abc.abstractmethod
-    async def close(self, executor_id: str, runs: Sequence[RunKey]) -> None:
-        """Forgets orphaned runs `executor_id` holds and has closed."""
+    async def close(self, executor_id: str, runs: Sequence[RunKey], now: datetime) -> int:
+        """Forgets orphaned runs `executor_id` holds and has closed (their session's turn is free)
+        and releases the runs parked on them, as an end does (`release_waits`): how many of those
+        became due."""
 
     @abc.abstractmethod
     async def resume(
@@ -168,6 +172,21 @@ class InputRequestStore(abc.ABC):
         already (a retried suspension): then nothing changes. `waits_on`: runs below it (its
         delegated runs) that are suspended themselves; it stays parked until each of those still
         in flight has ended (`release_waits`), whatever its own requests."""
+
+    @abc.abstractmethod
+    async def cancel_run(
+        self, project_id: str, request_id: str, cancellation: Cancellation, now: datetime
+    ) -> tuple[InputRequest, list[RunKey]]:
+        """Cancels the waiting run of a pending request — the run at the top of the parked runs
+        waiting on the request's run, and its waiting subtree (`runs/cancel_store.py`): the
+        request as closed, and the runs cancelled, top first. InputRequestNotFound; for a request
+        not pending, why a response to it would be refused (`waiting.refusal`)."""
+
+    @abc.abstractmethod
+    async def cancel_agent_runs(
+        self, agent_id: str, cancellation: Cancellation, now: datetime
+    ) -> list[RunKey]:
+        """Cancels every waiting run of the agent, with its waiting subtree; the runs cancelled."""
 
     @abc.abstractmethod
     async def get_request(self, project_id: str, request_id: str) -> InputRequest | None:

@@ -2876,6 +2876,66 @@ class RespondToInputRequestResponse(_message.Message):
 Global___RespondToInputRequestResponse: _TypeAlias = RespondToInputRequestResponse  # noqa: Y015
 
 @_typing.final
+class CancelWaitingRunRequest(_message.Message):
+    """CancelWaitingRunRequest is the input of CancelWaitingRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    INPUT_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    input_request_id: _builtins.str
+    """A pending request of the run to cancel (or of a run below it)."""
+    reason: _builtins.str
+    """Why (optional, at most 2,000 characters): recorded with the runs' ends and the requests."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        input_request_id: _builtins.str = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_request_id", b"input_request_id", "project_id", b"project_id", "reason", b"reason"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelWaitingRunRequest: _TypeAlias = CancelWaitingRunRequest  # noqa: Y015
+
+@_typing.final
+class CancelWaitingRunResponse(_message.Message):
+    """CancelWaitingRunResponse is the output of CancelWaitingRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_REQUEST_FIELD_NUMBER: _builtins.int
+    RUN_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def input_request(self) -> _run_pb2.InputRequest:
+        """The request, cancelled."""
+
+    @_builtins.property
+    def run_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The runs cancelled: the top one first, then the runs below it."""
+
+    def __init__(
+        self,
+        *,
+        input_request: _run_pb2.InputRequest | None = ...,
+        run_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input_request", b"input_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["input_request", b"input_request", "run_ids", b"run_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelWaitingRunResponse: _TypeAlias = CancelWaitingRunResponse  # noqa: Y015
+
+@_typing.final
 class SummarizeUsageRequest(_message.Message):
     """SummarizeUsageRequest is the input of SummarizeUsage."""
 

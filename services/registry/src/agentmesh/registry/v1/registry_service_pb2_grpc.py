@@ -291,6 +291,11 @@ class RegistryServiceStub:
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
                 _registered_method=True)
+        self.CancelWaitingRun = channel.unary_unary(
+                '/agentmesh.registry.v1.RegistryService/CancelWaitingRun',
+                request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CancelWaitingRunRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CancelWaitingRunResponse.FromString,
+                _registered_method=True)
         self.CreateSchedule = channel.unary_unary(
                 '/agentmesh.registry.v1.RegistryService/CreateSchedule',
                 request_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CreateScheduleRequest.SerializeToString,
@@ -779,6 +784,19 @@ class RegistryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelWaitingRun(self, request, context):
+        """Cancels the run that waits for a pending request: the session's waiting run — the request's
+        run, or the run at the top of the delegations waiting on it — with every waiting run below
+        it. Each gets one end, recorded as cancelled, by the executor that takes it over; their
+        pending requests are closed (state cancelled: a later response gets FAILED_PRECONDITION,
+        reason RUN_CANCELLED), and the session's turn is free once the ends are recorded.
+        FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED or RUN_CANCELLED)
+        for a request that is not pending. NOT_FOUND. Who may: as RespondToInputRequest.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CreateSchedule(self, request, context):
         """Creates a schedule in a project (its owner or superusers); it runs as its creator.
         INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
@@ -1150,6 +1168,11 @@ def add_RegistryServiceServicer_to_server(servicer, server):
                     servicer.RespondToInputRequest,
                     request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.FromString,
                     response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.SerializeToString,
+            ),
+            'CancelWaitingRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelWaitingRun,
+                    request_deserializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CancelWaitingRunRequest.FromString,
+                    response_serializer=agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CancelWaitingRunResponse.SerializeToString,
             ),
             'CreateSchedule': grpc.unary_unary_rpc_method_handler(
                     servicer.CreateSchedule,
@@ -2584,6 +2607,33 @@ class RegistryService:
             '/agentmesh.registry.v1.RegistryService/RespondToInputRequest',
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestRequest.SerializeToString,
             agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.RespondToInputRequestResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelWaitingRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.registry.v1.RegistryService/CancelWaitingRun',
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CancelWaitingRunRequest.SerializeToString,
+            agentmesh_dot_registry_dot_v1_dot_registry__service__pb2.CancelWaitingRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

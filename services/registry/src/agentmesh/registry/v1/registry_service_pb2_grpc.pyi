@@ -219,6 +219,15 @@ class RegistryServiceStub:
     with a decision, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
     """
+    CancelWaitingRun: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CancelWaitingRunRequest, _registry_service_pb2.CancelWaitingRunResponse]
+    """Cancels the run that waits for a pending request: the session's waiting run — the request's
+    run, or the run at the top of the delegations waiting on it — with every waiting run below
+    it. Each gets one end, recorded as cancelled, by the executor that takes it over; their
+    pending requests are closed (state cancelled: a later response gets FAILED_PRECONDITION,
+    reason RUN_CANCELLED), and the session's turn is free once the ends are recorded.
+    FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED or RUN_CANCELLED)
+    for a request that is not pending. NOT_FOUND. Who may: as RespondToInputRequest.
+    """
     CreateSchedule: _grpc.UnaryUnaryMultiCallable[_registry_service_pb2.CreateScheduleRequest, _registry_service_pb2.CreateScheduleResponse]
     """Creates a schedule in a project (its owner or superusers); it runs as its creator.
     INVALID_ARGUMENT naming the field for a bad cron expression, time zone, policy or name;
@@ -461,6 +470,15 @@ class RegistryServiceAsyncStub(RegistryServiceStub):
     request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
     with a decision, an answer to an approval, or neither.
     NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+    """
+    CancelWaitingRun: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CancelWaitingRunRequest, _registry_service_pb2.CancelWaitingRunResponse]  # type: ignore[assignment]
+    """Cancels the run that waits for a pending request: the session's waiting run — the request's
+    run, or the run at the top of the delegations waiting on it — with every waiting run below
+    it. Each gets one end, recorded as cancelled, by the executor that takes it over; their
+    pending requests are closed (state cancelled: a later response gets FAILED_PRECONDITION,
+    reason RUN_CANCELLED), and the session's turn is free once the ends are recorded.
+    FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED or RUN_CANCELLED)
+    for a request that is not pending. NOT_FOUND. Who may: as RespondToInputRequest.
     """
     CreateSchedule: _aio.UnaryUnaryMultiCallable[_registry_service_pb2.CreateScheduleRequest, _registry_service_pb2.CreateScheduleResponse]  # type: ignore[assignment]
     """Creates a schedule in a project (its owner or superusers); it runs as its creator.
@@ -1001,6 +1019,21 @@ class RegistryServiceServicer(metaclass=_abc_1.ABCMeta):
         request (reason INPUT_REQUEST_EXPIRED). INVALID_ARGUMENT for approve on a question, an answer
         with a decision, an answer to an approval, or neither.
         NOT_FOUND. Who may: the project's owner, superusers, API keys scoped to the project.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelWaitingRun(
+        self,
+        request: _registry_service_pb2.CancelWaitingRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_registry_service_pb2.CancelWaitingRunResponse, _abc.Awaitable[_registry_service_pb2.CancelWaitingRunResponse]]:
+        """Cancels the run that waits for a pending request: the session's waiting run — the request's
+        run, or the run at the top of the delegations waiting on it — with every waiting run below
+        it. Each gets one end, recorded as cancelled, by the executor that takes it over; their
+        pending requests are closed (state cancelled: a later response gets FAILED_PRECONDITION,
+        reason RUN_CANCELLED), and the session's turn is free once the ends are recorded.
+        FAILED_PRECONDITION (reason INPUT_ALREADY_ANSWERED, INPUT_REQUEST_EXPIRED or RUN_CANCELLED)
+        for a request that is not pending. NOT_FOUND. Who may: as RespondToInputRequest.
         """
 
     @_abc_1.abstractmethod

@@ -112,6 +112,10 @@ class _InputRequestStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Inp
     """Responded to (see `response`)."""
     INPUT_REQUEST_STATE_EXPIRED: _InputRequestState.ValueType  # 3
     """Nobody responded before `expires_at`: it counts as a denial the model is told about."""
+    INPUT_REQUEST_STATE_CANCELLED: _InputRequestState.ValueType  # 4
+    """Its run was cancelled while it waited (see `response`: who cancelled it, and why): nobody
+    can respond to it any more.
+    """
 
 class InputRequestState(_InputRequestState, metaclass=_InputRequestStateEnumTypeWrapper):
     """InputRequestState says where a request for input stands."""
@@ -124,6 +128,10 @@ INPUT_REQUEST_STATE_ANSWERED: InputRequestState.ValueType  # 2
 """Responded to (see `response`)."""
 INPUT_REQUEST_STATE_EXPIRED: InputRequestState.ValueType  # 3
 """Nobody responded before `expires_at`: it counts as a denial the model is told about."""
+INPUT_REQUEST_STATE_CANCELLED: InputRequestState.ValueType  # 4
+"""Its run was cancelled while it waited (see `response`: who cancelled it, and why): nobody
+can respond to it any more.
+"""
 Global___InputRequestState: _TypeAlias = InputRequestState  # noqa: Y015
 
 class _InputDecision:
@@ -880,7 +888,9 @@ class InputResponse(_message.Message):
     answer: _builtins.str
     """A question's answer, or a client tool's result."""
     responder: _builtins.str
-    """Who responded: the user's email, "api-key:<key id>", or "system" for an expiry."""
+    """Who responded: the user's email, "api-key:<key id>", or "system" for an expiry; for a
+    cancelled request, who cancelled its run.
+    """
     @_builtins.property
     def arguments(self) -> _struct_pb2.Struct:
         """Edited arguments an approval runs the call with instead of the model's (unset: as asked)."""

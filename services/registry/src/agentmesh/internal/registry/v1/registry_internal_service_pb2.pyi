@@ -910,6 +910,7 @@ class OrphanedRun(_message.Message):
     AGENT_NAME_FIELD_NUMBER: _builtins.int
     INPUT_REQUESTS_FIELD_NUMBER: _builtins.int
     PARKED_FIELD_NUMBER: _builtins.int
+    CANCELLED_BY_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -924,6 +925,11 @@ class OrphanedRun(_message.Message):
     """It was parked, and goes on after the input it waited for: its own requests', or those of
     the runs below it it waited on (SuspendRunRequest.waits_on_run_ids), which have ended. Not
     a resume after its executor stopped.
+    """
+    cancelled_by: _builtins.str
+    """Set when the run was cancelled while it waited (CancelWaitingRun, or its agent terminated):
+    who cancelled it and why. The taker does not resume it: it records the run's end as
+    cancelled and closes it.
     """
     @_builtins.property
     def input_requests(self) -> _containers.RepeatedCompositeFieldContainer[_run_pb2.InputRequest]:
@@ -943,10 +949,11 @@ class OrphanedRun(_message.Message):
         agent_name: _builtins.str = ...,
         input_requests: _abc.Iterable[_run_pb2.InputRequest] | None = ...,
         parked: _builtins.bool = ...,
+        cancelled_by: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "input_requests", b"input_requests", "parked", b"parked", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "agent_name", b"agent_name", "cancelled_by", b"cancelled_by", "input_requests", b"input_requests", "parked", b"parked", "project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
