@@ -214,18 +214,18 @@ async def test_cancel_ends_the_waiting_run_and_the_session_goes_on(mesh: Mesh, c
     seeded = await asking_agent(client)
     env = {"AGENTMESH_TOKEN": seeded.token, "AGENTMESH_GATEWAY_ADDRESS": mesh.gateway.address}
     session = uuid.uuid4().hex
-    code, out, err = await run_agentmesh("chat", seeded.ref, "Book me a trip.", "--session", session, env=env)
+    code, out, err = await agentmesh("chat", seeded.ref, "Book me a trip.", "--session", session, env=env)
     assert code == 3, out + err
     (request,) = await _pending(client, seeded)
 
-    code, out, err = await run_agentmesh("cancel", request.id, "--reason", "plans changed", env=env)
+    code, out, err = await agentmesh("cancel", request.id, "--reason", "plans changed", env=env)
     assert (code, err) == (0, ""), out + err
     assert out == f"cancelled the run waiting for {request.id}: {request.run_id}\n"
-    code, out, err = await run_agentmesh("answer", request.id, "Lisbon", env=env)
+    code, out, err = await agentmesh("answer", request.id, "Lisbon", env=env)
     assert code == 1 and "cancelled" in err, out + err
-    code, out, _ = await run_agentmesh("requests", seeded.project_slug, "--state", "cancelled", env=env)
+    code, out, _ = await agentmesh("requests", seeded.project_slug, "--state", "cancelled", env=env)
     assert out.splitlines()[1].endswith(f"run cancelled by {SUPERUSER_EMAIL} (plans changed)"), out
     # Once its end is recorded, the session takes the next message (the script asks again).
     await eventually(lambda: _idle(client, seeded), what="the agent idle again")
-    code, out, err = await run_agentmesh("chat", seeded.ref, "Again.", "--session", session, env=env)
+    code, out, err = await agentmesh("chat", seeded.ref, "Again.", "--session", session, env=env)
     assert code == 3, out + err
