@@ -20,6 +20,7 @@ from agentmesh.memory.ownership import OwnerSource, ProjectOwners
 from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.servicer import MemoryInternalServicer, MemoryServicer
 from agentmesh.memory.settings import MemorySettings
+from agentmesh.memory.storage_quota import LimitOf, StoredBytesQuota
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
@@ -69,20 +70,8 @@ async def start(settings: MemorySettings) -> RunningService:
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
         store = SqlEventStore(engine, group_commit=settings.group_commit)
         signals = SessionSignals()
-        log = EventLog(
-            store,
-            signals,
-            page_tokens=PageTokenCodec.from_secret(
-                settings.jwt_secret.get_secret_value(), purpose=PAGE_TOKEN_PURPOSE
-            ),
-            max_event_bytes=settings.max_event_bytes,
-            max_batch_events=settings.max_batch_events,
-            max_page_bytes=settings.max_page_bytes,
-            watch_poll_seconds=settings.watch_poll_seconds,
-            watch_batch_events=settings.watch_batch_events,
-        )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="memory")
-        revocation, owner_of = None, None
+        revocation, owner_of, quota = None, None, None
         if settings.registry_address:
             # Memory's one peer: the registry, asked whether a caller's token still stands and who
             # owns a project.
@@ -96,6 +85,28 @@ async def start(settings: MemorySettings) -> RunningService:
                 registry_credential_status(registry_channel, system_metadata=_system_metadata(tokens))
             )
             owner_of = _registry_owners(registry_channel, system_metadata=_system_metadata(tokens))
+            quota = StoredBytesQuota(
+                limit_of=_registry_stored_bytes_limits(
+                    registry_channel, system_metadata=_system_metadata(tokens)
+                ),
+                stored_bytes_of=store.stored_bytes,
+                # Room comes back only as retention removes events: no sooner than its next sweep.
+                retry_after_seconds=settings.retention_sweep_seconds,
+                ttl_seconds=settings.project_limits_ttl_seconds,
+            )
+        log = EventLog(
+            store,
+            signals,
+            page_tokens=PageTokenCodec.from_secret(
+                settings.jwt_secret.get_secret_value(), purpose=PAGE_TOKEN_PURPOSE
+            ),
+            max_event_bytes=settings.max_event_bytes,
+            max_batch_events=settings.max_batch_events,
+            max_page_bytes=settings.max_page_bytes,
+            watch_poll_seconds=settings.watch_poll_seconds,
+            watch_batch_events=settings.watch_batch_events,
+            quota=quota,
+        )
         servicer = MemoryServicer(log, ProjectOwners(engine, owner_of=owner_of))
         internal = MemoryInternalServicer(log)
         server = await start_service_server(
@@ -147,3 +158,17 @@ def _registry_owners(
         return str(answer.owner_id)
 
     return owner_of
+
+
+def _registry_stored_bytes_limits(
+    channel: grpc.aio.Channel, *, system_metadata: Callable[[], Metadata | None]
+) -> LimitOf:
+    """Asks the registry for a project's stored_bytes limit in force, as the system principal."""
+    stub = owner_pb_grpc.ProjectOwnerServiceStub(channel)
+
+    async def limit_of(project_id: str) -> int:
+        request = owner_pb.GetProjectStoredBytesLimitRequest(project_id=project_id)
+        answer = await unary(stub.GetProjectStoredBytesLimit, request, metadata=system_metadata())
+        return int(answer.stored_bytes)
+
+    return limit_of
