@@ -21,8 +21,10 @@ from agentmesh.memory.v1 import memory_service_pb2 as memory_pb
 from agentmesh.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from agentmesh.memory.v1 import resources_pb2 as memory_res
 from agentmesh.runtime.database import create_engine
+from tests.bearer import service_channel
 from tests.integration.gateway.support import Agent, Api, a2a_jsonrpc
 from tests.integration.gateway.test_edge_limits import _quota_refusal
+from tests.integration.memory.builders import EventType, delegation_response, new_event
 from tests.mesh import bearer
 from tests.polling import eventually
 
@@ -147,3 +149,69 @@ async def test_retention_makes_room_again(
     finally:
         await store.close()
         await engine.dispose()
+
+
+_CLOCK = {"content": "", "tool_calls": [{"name": "get_current_time", "arguments": {"timezone": "UTC"}}]}
+
+
+async def test_a_run_that_fills_its_project_ends_cleanly(
+    http: httpx.AsyncClient, mesh: Mesh, api: Api
+) -> None:
+    owner, admin = await api.user(), await api.admin()
+    project = await api.project(owner)
+    # One byte: the run's input is stored (nothing was), its first step no more.
+    limited = await http.patch(
+        f"/api/v1/projects/{project['id']}", json={"limits": {"stored_bytes": 1}}, headers=admin.headers
+    )
+    assert limited.status_code == 200, limited.text
+    agent = await api.agent(
+        owner,
+        project=project,
+        mock_responses=[_CLOCK, "It is now."],
+        type_fields={"tools": ["get_current_time"]},
+    )
+    with pytest.raises(openai.RateLimitError) as refused:
+        await _chat(_client(mesh, agent), agent, "filled")
+    assert "stored_bytes" in refused.value.message
+    await eventually(lambda: _idle(api, agent), what="the run to be finished at the registry")
+    # Its session ends on the run's end, which says why: a session never ends on an unanswered input.
+    events = await api.session_events(agent, "filled")
+    assert [event["event_type"] for event in events] == ["user_message", "error"]
+    assert events[-1]["metadata"]["reason"] == "QUOTA_EXCEEDED"
+
+
+async def test_a_full_project_may_still_end_its_runs(http: httpx.AsyncClient, mesh: Mesh, api: Api) -> None:
+    """Straight to memory, as an executor appends: once full, a step is refused, while a run's
+    final event (under its end key) and a delegation's response are stored."""
+    owner, admin = await api.user(), await api.admin()
+    project = await api.project(owner)
+    limited = await http.patch(
+        f"/api/v1/projects/{project['id']}", json={"limits": {"stored_bytes": 10}}, headers=admin.headers
+    )
+    assert limited.status_code == 200, limited.text
+    async with service_channel(mesh.services["memory"].address) as channel:
+        memory = memory_grpc.MemoryServiceStub(channel)
+
+        async def append(*events: memory_pb.NewEvent) -> None:
+            request = memory_pb.AppendEventsRequest(session_id="s", project_id=project["id"], events=events)
+            await memory.AppendEvents(request, metadata=bearer(owner.token))
+
+        await append(new_event("a first message, over ten bytes", run_id="r1"))
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await append(new_event("a step", run_id="r1"))
+        reason, subject, limit, retry_after = _quota_refusal(refused.value)
+        assert (reason, subject, limit) == ("QUOTA_EXCEEDED", f"project:{project['id']}", "stored_bytes")
+        assert retry_after >= 1
+        assert "project.limits.stored_bytes of 10" in (refused.value.details() or "")
+        # A batch is refused whole when one of its events is not an end.
+        end = new_event("the answer", event_type=EventType.EVENT_TYPE_AGENT_RESPONSE, run_id="r1")
+        end.idempotency_key = "r1:end"
+        with pytest.raises(grpc.aio.AioRpcError):
+            await append(new_event("a step", run_id="r1"), end)
+        await append(delegation_response("r1", "d1"))
+        await append(end)
+        # An end's key on another run's event is no end.
+        forged = new_event("more", event_type=EventType.EVENT_TYPE_AGENT_RESPONSE, run_id="r2")
+        forged.idempotency_key = "r1:end"
+        with pytest.raises(grpc.aio.AioRpcError):
+            await append(forged)
