@@ -6,6 +6,8 @@ again. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 import httpx
 import openai
@@ -22,7 +24,7 @@ from agentmesh.memory.v1 import memory_service_pb2_grpc as memory_grpc
 from agentmesh.memory.v1 import resources_pb2 as memory_res
 from agentmesh.runtime.database import create_engine
 from tests.bearer import service_channel
-from tests.integration.gateway.support import Agent, Api, a2a_jsonrpc
+from tests.integration.gateway.support import Agent, Api, User, a2a_jsonrpc
 from tests.integration.gateway.test_edge_limits import _quota_refusal
 from tests.integration.memory.builders import EventType, delegation_response, new_event
 from tests.mesh import bearer
@@ -34,17 +36,22 @@ _LIMIT = 600
 _CHATS = 20
 
 
-async def _limited(http: httpx.AsyncClient, api: Api, stored_bytes: int | None) -> Agent:
+async def _project(
+    http: httpx.AsyncClient, api: Api, stored_bytes: int | None
+) -> tuple[User, dict[str, Any]]:
+    """A new project of a new owner, its stored_bytes set by a superuser (None: left unset)."""
     owner, admin = await api.user(), await api.admin()
     project = await api.project(owner)
     if stored_bytes is not None:
-        limited = await http.patch(
-            f"/api/v1/projects/{project['id']}",
-            json={"limits": {"stored_bytes": stored_bytes}},
-            headers=admin.headers,
-        )
+        limits = {"limits": {"stored_bytes": stored_bytes}}
+        limited = await http.patch(f"/api/v1/projects/{project['id']}", json=limits, headers=admin.headers)
         assert limited.status_code == 200, limited.text
         assert limited.json()["limits"]["stored_bytes"] == stored_bytes
+    return owner, project
+
+
+async def _limited(http: httpx.AsyncClient, api: Api, stored_bytes: int | None) -> Agent:
+    owner, project = await _project(http, api, stored_bytes)
     return await api.agent(owner, project=project, mock_responses=["an answer"] * (_CHATS + 5))
 
 
@@ -157,13 +164,8 @@ _CLOCK = {"content": "", "tool_calls": [{"name": "get_current_time", "arguments"
 async def test_a_run_that_fills_its_project_ends_cleanly(
     http: httpx.AsyncClient, mesh: Mesh, api: Api
 ) -> None:
-    owner, admin = await api.user(), await api.admin()
-    project = await api.project(owner)
     # One byte: the run's input is stored (nothing was), its first step no more.
-    limited = await http.patch(
-        f"/api/v1/projects/{project['id']}", json={"limits": {"stored_bytes": 1}}, headers=admin.headers
-    )
-    assert limited.status_code == 200, limited.text
+    owner, project = await _project(http, api, 1)
     agent = await api.agent(
         owner,
         project=project,
@@ -183,12 +185,7 @@ async def test_a_run_that_fills_its_project_ends_cleanly(
 async def test_a_full_project_may_still_end_its_runs(http: httpx.AsyncClient, mesh: Mesh, api: Api) -> None:
     """Straight to memory, as an executor appends: once full, a step is refused, while a run's
     final event (under its end key) and a delegation's response are stored."""
-    owner, admin = await api.user(), await api.admin()
-    project = await api.project(owner)
-    limited = await http.patch(
-        f"/api/v1/projects/{project['id']}", json={"limits": {"stored_bytes": 10}}, headers=admin.headers
-    )
-    assert limited.status_code == 200, limited.text
+    owner, project = await _project(http, api, 10)
     async with service_channel(mesh.services["memory"].address) as channel:
         memory = memory_grpc.MemoryServiceStub(channel)
 
