@@ -99,9 +99,13 @@ async def test_a_full_project_is_refused_and_others_go_on(
     assert refused.body["type"] == "rate_limit_exceeded"  # type: ignore[index]
     assert "stored_bytes" in refused.message
     assert int(refused.response.headers["Retry-After"]) >= 1
-    # Refused again, on every face.
+    # Refused again, on every face, a streamed chat before its stream begins.
     with pytest.raises(openai.RateLimitError):
         await _chat(client, full, "again")
+    with pytest.raises(openai.RateLimitError):
+        await client.chat.completions.create(
+            model=full.model, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
     async with grpc.aio.insecure_channel(mesh.gateway.address) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as rpc:
             await gw_grpc.GatewayServiceStub(channel).Chat(
