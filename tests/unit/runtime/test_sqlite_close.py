@@ -1,6 +1,12 @@
-"""A SQLite engine whose requests were cancelled twice mid-statement still closes, and the process
+"""Closing SQLite connections under cancellation (runtime/sqlite_driver.py).
+
+A SQLite engine whose requests were cancelled twice mid-statement still closes, and the process
 exits: with aiosqlite's own close, SQLAlchemy's shielded graceful close waited forever on a worker
-thread its force close had stopped, and `asyncio.run` never returned (runtime/sqlite_driver.py)."""
+thread its force close had stopped, and `asyncio.run` never returned.
+
+A write transaction whose request is cancelled while a statement with rows runs ends when its
+connection is closed: the cursor left holding that statement kept the closed connection's write
+lock until a garbage collection freed it, and every other writer failed "database is locked"."""
 
 from __future__ import annotations
 
@@ -63,3 +69,60 @@ def test_a_process_whose_requests_were_cancelled_twice_mid_statement_exits(tmp_p
     result = subprocess.run(scenario, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "exited"
+
+
+# A write transaction whose request is cancelled while its SELECT runs (held in a SQL function
+# until the cancellation landed). The cursor SQLAlchemy's aiosqlite adapter leaves open then still
+# holds the unfinished statement when the invalidated connection is closed. Garbage collection is
+# off, as it would be for as long as no collection happens to run: whether the lock outlives the
+# close must not depend on when one does. Another writer then asks for the lock without waiting.
+_CANCELLED_IN_A_WRITE = """
+import asyncio, gc, sqlite3, sys, threading
+from sqlalchemy import event, text
+from agentmesh.runtime.database import create_engine
+
+inside = threading.Semaphore(0)
+release = threading.Event()
+
+def blocking() -> int:
+    inside.release()
+    release.wait()
+    return 1
+
+async def request(engine) -> None:
+    async with engine.begin() as connection:
+        await connection.execute(text("INSERT INTO t VALUES (1)"))  # the write lock taken
+        await connection.execute(text("SELECT blocking() FROM t"))
+
+async def main() -> None:
+    engine = create_engine("sqlite:///" + sys.argv[1])
+    register = lambda connection, _: connection.create_function("blocking", 0, blocking)
+    event.listen(engine.sync_engine, "connect", register)
+    async with engine.begin() as connection:
+        await connection.execute(text("CREATE TABLE t (x INTEGER)"))
+    gc.disable()
+    task = asyncio.create_task(request(engine))
+    await asyncio.to_thread(inside.acquire)
+    task.cancel()
+    release.set()
+    await asyncio.gather(task, return_exceptions=True)  # returns once its connection is closed
+    other = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        print("writable")
+    except sqlite3.OperationalError as error:
+        print(error)
+    finally:
+        other.close()
+    await engine.dispose()
+
+asyncio.run(main())
+"""
+
+
+def test_a_write_cancelled_mid_statement_leaves_the_database_writable(tmp_path: Path) -> None:
+    database = tmp_path / "cancelled-write.db"
+    scenario = [sys.executable, "-c", _CANCELLED_IN_A_WRITE, str(database)]
+    result = subprocess.run(scenario, capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "writable"

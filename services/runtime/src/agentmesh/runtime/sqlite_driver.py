@@ -13,6 +13,7 @@ after the statement it runs, and a connection whose thread was already told to s
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import types
 from functools import partial
@@ -20,6 +21,27 @@ from typing import Any
 
 import aiosqlite
 from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_dbapi
+
+
+class _RollingBackConnection(sqlite3.Connection):
+    """A sqlite3 connection that ends its transaction when it is closed.
+
+    Closing a connection while a cursor still holds an unfinished statement (a SELECT or a
+    RETURNING with rows not yet read) only makes it a "zombie" (`sqlite3_close_v2`): it keeps its
+    transaction, and the write lock of a write transaction, until that cursor is garbage
+    collected. SQLAlchemy's aiosqlite cursor closes its aiosqlite cursor only when the statement
+    raises an `Exception`; a request cancelled while its statement runs leaves it open, and the
+    connection, invalidated, is closed behind it. Every other connection to the file then waits
+    out its busy timeout and fails "database is locked" until a garbage collection happens to
+    free that cursor. Rolling back first ends the transaction whatever the cursors hold; a close
+    does not commit anyway.
+    """
+
+    def close(self) -> None:
+        # Fails only on a connection already closed or broken, which holds no transaction to end.
+        with contextlib.suppress(sqlite3.Error):
+            self.rollback()
+        super().close()
 
 
 class _Connection(aiosqlite.Connection):
@@ -32,7 +54,8 @@ class _Connection(aiosqlite.Connection):
 
 
 def _connect(database: str, *, iter_chunk_size: int = 64, **kwargs: Any) -> _Connection:
-    return _Connection(partial(sqlite3.connect, str(database), **kwargs), iter_chunk_size)
+    connector = partial(sqlite3.connect, str(database), factory=_RollingBackConnection, **kwargs)
+    return _Connection(connector, iter_chunk_size)
 
 
 def dbapi() -> AsyncAdapt_aiosqlite_dbapi:
