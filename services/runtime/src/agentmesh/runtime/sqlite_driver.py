@@ -1,4 +1,5 @@
-"""The aiosqlite driver as SQLite engines use it, with a close that cannot wait forever.
+"""The aiosqlite driver as SQLite engines use it, with a close that cannot wait forever and that
+ends the connection's transaction (`_RollingBackConnection`).
 
 aiosqlite runs each connection in a worker thread fed by a queue; `stop()` queues a last item that
 closes the sqlite3 connection and ends the thread. Its own `close()` queues the close and then,
