@@ -29,13 +29,13 @@ class _RollingBackConnection(sqlite3.Connection):
 
     Closing a connection while a cursor still holds an unfinished statement (a SELECT or a
     RETURNING with rows not yet read) only makes it a "zombie" (`sqlite3_close_v2`): it keeps its
-    transaction, and the write lock of a write transaction, until that cursor is garbage
-    collected. SQLAlchemy's aiosqlite cursor closes its aiosqlite cursor only when the statement
-    raises an `Exception`; a request cancelled while its statement runs leaves it open, and the
-    connection, invalidated, is closed behind it. Every other connection to the file then waits
-    out its busy timeout and fails "database is locked" until a garbage collection happens to
-    free that cursor. Rolling back first ends the transaction whatever the cursors hold; a close
-    does not commit anyway.
+    transaction, and the write lock of a write transaction, until that cursor is freed.
+    SQLAlchemy's aiosqlite cursor closes its aiosqlite cursor only when the statement raises an
+    `Exception`; a request cancelled while its statement runs leaves it open, and the connection,
+    invalidated, is closed behind it. The cursor then lives as long as the cancellation's
+    traceback does, and every other connection to the file waits out its busy timeout and fails
+    "database is locked" meanwhile. Rolling back first ends the transaction whatever the cursors
+    hold; a close does not commit anyway.
     """
 
     def close(self) -> None:
