@@ -6,7 +6,8 @@ thread its force close had stopped, and `asyncio.run` never returned.
 
 A write transaction whose request is cancelled while a statement with rows runs ends when its
 connection is closed: the cursor left holding that statement kept the closed connection's write
-lock until a garbage collection freed it, and every other writer failed "database is locked"."""
+lock until the cursor was freed, and every other writer failed "database is locked"; a read
+cancelled so kept its snapshot, and the WAL could not be reset."""
 
 from __future__ import annotations
 
@@ -71,16 +72,18 @@ def test_a_process_whose_requests_were_cancelled_twice_mid_statement_exits(tmp_p
     assert result.stdout.strip() == "exited"
 
 
-# A write transaction whose request is cancelled while its SELECT runs (held in a SQL function
-# until the cancellation landed). The cursor SQLAlchemy's aiosqlite adapter leaves open then still
-# holds the unfinished statement when the invalidated connection is closed. Garbage collection is
-# off, as it would be for as long as no collection happens to run: whether the lock outlives the
-# close must not depend on when one does. Another writer then asks for the lock without waiting.
-_CANCELLED_IN_A_WRITE = """
+# A request cancelled while its SELECT runs (held in a SQL function until the cancellation landed):
+# in a write transaction, or alone in autocommit mode. The cursor SQLAlchemy's aiosqlite adapter
+# leaves open then still holds the unfinished statement when the invalidated connection is closed.
+# Garbage collection is off, as it is for as long as nothing lets go of the cancellation: what the
+# closed connection keeps must not depend on when that happens. Another connection then asks for
+# the write lock without waiting, or writes and resets the WAL (which a live reader prevents).
+_CANCELLED_MID_STATEMENT = """
 import asyncio, gc, sqlite3, sys, threading
 from sqlalchemy import event, text
 from agentmesh.runtime.database import create_engine
 
+path, mode = sys.argv[1], sys.argv[2]
 inside = threading.Semaphore(0)
 release = threading.Event()
 
@@ -90,26 +93,36 @@ def blocking() -> int:
     return 1
 
 async def request(engine) -> None:
-    async with engine.begin() as connection:
-        await connection.execute(text("INSERT INTO t VALUES (1)"))  # the write lock taken
-        await connection.execute(text("SELECT blocking() FROM t"))
+    if mode == "write":
+        async with engine.begin() as connection:
+            await connection.execute(text("INSERT INTO t VALUES (1)"))  # the write lock taken
+            await connection.execute(text("SELECT blocking() FROM t"))
+    else:
+        async with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
+            await connection.execute(text("SELECT blocking() FROM t"))
 
 async def main() -> None:
-    engine = create_engine("sqlite:///" + sys.argv[1])
+    engine = create_engine("sqlite:///" + path)
     register = lambda connection, _: connection.create_function("blocking", 0, blocking)
     event.listen(engine.sync_engine, "connect", register)
     async with engine.begin() as connection:
         await connection.execute(text("CREATE TABLE t (x INTEGER)"))
+        await connection.execute(text("INSERT INTO t VALUES (0), (0)"))
     gc.disable()
     task = asyncio.create_task(request(engine))
     await asyncio.to_thread(inside.acquire)
     task.cancel()
     release.set()
     await asyncio.gather(task, return_exceptions=True)  # returns once its connection is closed
-    other = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+    other = sqlite3.connect(path, timeout=0, isolation_level=None)
     try:
-        other.execute("BEGIN IMMEDIATE")
-        print("writable")
+        if mode == "write":
+            other.execute("BEGIN IMMEDIATE")
+            print("writable")
+        else:
+            other.execute("INSERT INTO t VALUES (2)")
+            busy = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            print("WAL reset" if busy == 0 else "WAL kept by a reader")
     except sqlite3.OperationalError as error:
         print(error)
     finally:
@@ -120,9 +133,16 @@ asyncio.run(main())
 """
 
 
-def test_a_write_cancelled_mid_statement_leaves_the_database_writable(tmp_path: Path) -> None:
-    database = tmp_path / "cancelled-write.db"
-    scenario = [sys.executable, "-c", _CANCELLED_IN_A_WRITE, str(database)]
+def _cancelled_mid_statement(database: Path, mode: str) -> str:
+    scenario = [sys.executable, "-c", _CANCELLED_MID_STATEMENT, str(database), mode]
     result = subprocess.run(scenario, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "writable"
+    return result.stdout.strip()
+
+
+def test_a_write_cancelled_mid_statement_leaves_the_database_writable(tmp_path: Path) -> None:
+    assert _cancelled_mid_statement(tmp_path / "cancelled-write.db", "write") == "writable"
+
+
+def test_a_read_cancelled_mid_statement_leaves_no_reader_behind(tmp_path: Path) -> None:
+    assert _cancelled_mid_statement(tmp_path / "cancelled-read.db", "read") == "WAL reset"

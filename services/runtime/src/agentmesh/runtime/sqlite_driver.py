@@ -1,5 +1,5 @@
 """The aiosqlite driver as SQLite engines use it, with a close that cannot wait forever and that
-ends the connection's transaction (`_RollingBackConnection`).
+leaves nothing of the connection behind (`_ClosingConnection`).
 
 aiosqlite runs each connection in a worker thread fed by a queue; `stop()` queues a last item that
 closes the sqlite3 connection and ends the thread. Its own `close()` queues the close and then,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import types
+import weakref
 from functools import partial
 from typing import Any
 
@@ -24,22 +25,36 @@ import aiosqlite
 from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_dbapi
 
 
-class _RollingBackConnection(sqlite3.Connection):
-    """A sqlite3 connection that ends its transaction when it is closed.
+class _ClosingConnection(sqlite3.Connection):
+    """A sqlite3 connection that, closed, is closed: its cursors first, and its transaction ended.
 
     Closing a connection while a cursor still holds an unfinished statement (a SELECT or a
     RETURNING with rows not yet read) only makes it a "zombie" (`sqlite3_close_v2`): it keeps its
-    transaction, and the write lock of a write transaction, until that cursor is freed.
+    transaction, and the write lock of a write transaction, until that cursor is freed; a zombie
+    reader outside a transaction keeps its snapshot, and the WAL cannot be reset behind it.
     SQLAlchemy's aiosqlite cursor closes its aiosqlite cursor only when the statement raises an
     `Exception`; a request cancelled while its statement runs leaves it open, and the connection,
     invalidated, is closed behind it. The cursor then lives as long as the cancellation's
     traceback does, and every other connection to the file waits out its busy timeout and fails
-    "database is locked" meanwhile. Rolling back first ends the transaction whatever the cursors
-    hold; a close does not commit anyway.
+    "database is locked" meanwhile. So the cursors made here are closed first; the rollback ends
+    the transaction whatever a cursor made elsewhere (`Connection.execute`) holds — a close does
+    not commit anyway.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cursors: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
+
+    def cursor(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        cursor = super().cursor(*args, **kwargs)
+        self._cursors.add(cursor)
+        return cursor
+
     def close(self) -> None:
-        # Fails only on a connection already closed or broken, which holds no transaction to end.
+        # Each fails only on a connection already closed or broken, which has nothing left to end.
+        for cursor in list(self._cursors):
+            with contextlib.suppress(sqlite3.Error):
+                cursor.close()
         with contextlib.suppress(sqlite3.Error):
             self.rollback()
         super().close()
@@ -55,7 +70,7 @@ class _Connection(aiosqlite.Connection):
 
 
 def _connect(database: str, *, iter_chunk_size: int = 64, **kwargs: Any) -> _Connection:
-    connector = partial(sqlite3.connect, str(database), factory=_RollingBackConnection, **kwargs)
+    connector = partial(sqlite3.connect, str(database), factory=_ClosingConnection, **kwargs)
     return _Connection(connector, iter_chunk_size)
 
 
