@@ -49,7 +49,8 @@ COMMANDS = {
     ),
     "deny": LazyCommand(
         "agentmesh.cli.input_requests:deny",
-        "Deny a tool call a run waits for (the model is told, with the reason), and follow the run.",
+        "Deny a tool call, or decline a question, a run waits for (the model is told, with the reason), "
+        "and follow the run.",
     ),
     "answer": LazyCommand(
         "agentmesh.cli.input_requests:answer",
@@ -57,7 +58,8 @@ COMMANDS = {
     ),
     "cancel": LazyCommand(
         "agentmesh.cli.input_requests:cancel",
-        "Cancel the run that waits for a request (and the runs below it) instead of answering it.",
+        "Cancel the run that waits for a request (the session's waiting run, and the runs below it) "
+        "instead of answering it: each ends cancelled, and the session takes its next message.",
     ),
     "limits": LazyCommand(
         "agentmesh.cli.limits:limits",

@@ -1,10 +1,11 @@
 """Each A2A error the gateway sends, as the wire carries it on each binding: the JSON-RPC code,
 the HTTP status (with the ErrorInfo reason the spec requires in the details) and the gRPC status
 of the spec's mapping table (A2A v1.0.1, §5.4). Read off the wire, not through the SDK client,
-which maps all of them back to the same exceptions whatever the codes. The table's other three
+which maps all of them back to the same exceptions whatever the codes. The table's other four
 no request can provoke from the gateway: InvalidAgentResponseError is a client's verdict on a
-server's answer, every agent has an extended card (ExtendedAgentCardNotConfiguredError) and none
-requires an extension (ExtensionSupportRequiredError)."""
+server's answer, every agent has an extended card (ExtendedAgentCardNotConfiguredError), none
+requires an extension (ExtensionSupportRequiredError) and every agent takes push notification
+configs (PushNotificationNotSupportedError)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,6 @@ def _message(part: dict[str, str], **fields: str) -> dict[str, Any]:
 def _cases(ended: str) -> list[Case]:
     follow_up = _message({"text": "more"}, taskId=ended)
     file = _message({"raw": "eA=="})
-    push = {"taskId": ended, "id": "p"}
     return [
         Case(
             "TASK_NOT_FOUND", -32001, 404, grpc.StatusCode.NOT_FOUND,
@@ -53,10 +53,6 @@ def _cases(ended: str) -> list[Case]:
         Case(
             "TASK_NOT_CANCELABLE", -32002, 400, grpc.StatusCode.FAILED_PRECONDITION,
             "CancelTask", {"id": ended}, ("POST", f"/tasks/{ended}:cancel", {}),
-        ),
-        Case(
-            "PUSH_NOTIFICATION_NOT_SUPPORTED", -32003, 400, grpc.StatusCode.FAILED_PRECONDITION,
-            "GetTaskPushNotificationConfig", push, ("GET", f"/tasks/{ended}/pushNotificationConfigs/p", None),
         ),
         Case(
             "UNSUPPORTED_OPERATION", -32004, 400, grpc.StatusCode.FAILED_PRECONDITION,
