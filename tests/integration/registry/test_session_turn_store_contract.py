@@ -51,7 +51,7 @@ async def test_turns_queue_in_order_and_count_only_while_their_run_is_in_flight(
     assert await turns.expire(T0 + LEASE * 2) == 3
     assert await turns.turns_ahead((agent.id, "c")) == [(agent.id, "b")]
     claimed = await turns.claim("executor-2", T0 + LEASE * 2, T0 + LEASE * 3, 10)
-    await turns.close("executor-2", [(o.agent_id, o.run_id) for o in claimed])
+    await turns.close("executor-2", [(o.agent_id, o.run_id) for o in claimed], T0 + LEASE * 2)
     assert await turns.turns_ahead((agent.id, "c")) == []
     assert await turns.turns_ahead((agent.id, "unknown")) == []
 
