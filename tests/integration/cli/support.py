@@ -99,12 +99,11 @@ async def invoke(
 async def run_agentmesh(*args: str, env: dict[str, str], timeout: float = 60) -> tuple[int, str, str]:
     """Runs `agentmesh ARGS` as its own process (as a user does), without a terminal on stdin;
     returns the exit code, stdout and stderr. `env` is added to this environment stripped of
-    every AGENTMESH_ variable, so only what the test gives counts."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMESH_")}
+    every AGENTMESH_ (and OTEL_) variable, so only what the test gives counts."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         *("-m", "agentmesh.cli.main", *args),
-        env={**environment, "COLUMNS": "200", **env},
+        env=process_environment({"COLUMNS": "200", **env}),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -136,20 +135,6 @@ async def _in_process(args: Sequence[str], env: dict[str, str]) -> Result:
 
     unset: dict[str, str | None] = {name: None for name in os.environ if name.startswith("AGENTMESH_")}
     return await invoke(app, args, env={**unset, "COLUMNS": "200", **env})
-
-
-async def cli_process(*args: str, config: Path, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """`cli` as a process of its own: for commands that must run side by side, as processes do
-    (they share the sign-in's file, and its lock)."""
-    process = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "agentmesh.cli.main", *args),
-        env=process_environment({"AGENTMESH_CONFIG_DIR": str(config), "COLUMNS": "200", **(env or {})}),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    output, _ = await asyncio.wait_for(process.communicate(), timeout=120)
-    return process.returncode or 0, output.decode()
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")

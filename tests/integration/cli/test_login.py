@@ -15,7 +15,7 @@ import pytest
 
 from agentmesh.cli.mesh import Mesh
 from agentmesh.registry.v1 import registry_service_pb2 as reg
-from tests.integration.cli.support import cli, cli_process
+from tests.integration.cli.support import cli, run_agentmesh
 from tests.mesh import SUPERUSER_EMAIL, SUPERUSER_PASSWORD, MeshClient
 
 
@@ -56,13 +56,10 @@ async def test_login_keeps_the_cli_signed_in_until_logout(
 
     # Commands sharing the login at the same moment take turns with its refresh token: a token
     # spent twice would make the registry revoke the whole sign-in.
-    runs = await asyncio.gather(
-        *(
-            cli_process("trace", session_id, "--project", project, "--gateway", gateway, config=tmp_path)
-            for _ in range(3)
-        )
-    )
-    assert [code for code, _ in runs] == [0, 0, 0], runs
+    trace = ("trace", session_id, "--project", project, "--gateway", gateway)
+    config = {"AGENTMESH_CONFIG_DIR": str(tmp_path)}
+    runs = await asyncio.gather(*(run_agentmesh(*trace, env=config, timeout=120) for _ in range(3)))
+    assert [code for code, _, _ in runs] == [0, 0, 0], runs
     last = json.loads(kept.read_text())["refresh_token"]
 
     code, output = await cli("logout", config=tmp_path)

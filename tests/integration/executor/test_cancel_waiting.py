@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
 
 import grpc
 import pytest
@@ -21,23 +20,16 @@ import pytest
 from agentmesh.common.v1 import run_pb2
 from agentmesh.memory.v1.resources_pb2 import Event
 from agentmesh.registry.v1 import registry_service_pb2 as reg
+from tests.integration.executor import test_human_input as human_input
 from tests.integration.executor.support import Agent, Stack, event_type, kind
 from tests.integration.executor.test_human_input import ask, asking_agent, delegation_chain, respond
 from tests.polling import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-HOUR = 3600.0
-
-
-@pytest.fixture(scope="module")
-def executor_settings() -> dict[str, Any]:
-    return {"lease_renew_interval_seconds": HOUR}
-
-
-@pytest.fixture(scope="module")
-def registry_settings() -> dict[str, Any]:
-    return {"run_lease_seconds": 3 * HOUR}
+# The executor renews its leases once an hour, under leases of three, as in test_human_input.
+executor_settings = human_input.executor_settings
+registry_settings = human_input.registry_settings
 
 
 async def cancel(

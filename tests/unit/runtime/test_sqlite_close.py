@@ -15,12 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-# Three statements each block inside a SQL function until released. Each request is cancelled
-# while its statement runs, and again once SQLAlchemy has begun closing its invalidated connection
-# gracefully (the second cancellation makes it force-close: aiosqlite's `stop()`); only then are
-# the statements let go, and the engine disposed.
-_SCENARIO = """
-import asyncio, sys, threading
+# What both scenarios start with: a SQL function `blocking()` (registered on each connection by
+# `blocking_engine`) that holds its statement until `release` is set, saying so on `inside`.
+_BLOCKING = """
+import asyncio, gc, sqlite3, sys, threading
 from sqlalchemy import event, text
 from agentmesh.runtime.database import create_engine
 
@@ -32,6 +30,20 @@ def blocking() -> int:
     release.wait()
     return 1
 
+def blocking_engine(path: str):
+    engine = create_engine("sqlite:///" + path)
+    register = lambda connection, _: connection.create_function("blocking", 0, blocking)
+    event.listen(engine.sync_engine, "connect", register)
+    return engine
+"""
+
+# Three statements each block inside a SQL function until released. Each request is cancelled
+# while its statement runs, and again once SQLAlchemy has begun closing its invalidated connection
+# gracefully (the second cancellation makes it force-close: aiosqlite's `stop()`); only then are
+# the statements let go, and the engine disposed.
+_SCENARIO = (
+    _BLOCKING
+    + """
 async def request(engine) -> None:
     async with engine.connect() as connection:
         await connection.execute(text("SELECT blocking()"))
@@ -40,9 +52,7 @@ def closing() -> int:
     return sum("graceful_close" in task.get_coro().__qualname__ for task in asyncio.all_tasks())
 
 async def main() -> None:
-    engine = create_engine("sqlite:///" + sys.argv[1])
-    register = lambda connection, _: connection.create_function("blocking", 0, blocking)
-    event.listen(engine.sync_engine, "connect", register)
+    engine = blocking_engine(sys.argv[1])
     async with engine.connect() as connection:  # the database file made and in WAL mode first
         await connection.execute(text("SELECT 1"))
     requests = [asyncio.create_task(request(engine)) for _ in range(3)]
@@ -62,6 +72,7 @@ async def main() -> None:
 asyncio.run(main())
 print("exited")
 """
+)
 
 
 def test_a_process_whose_requests_were_cancelled_twice_mid_statement_exits(tmp_path: Path) -> None:
@@ -78,19 +89,10 @@ def test_a_process_whose_requests_were_cancelled_twice_mid_statement_exits(tmp_p
 # Garbage collection is off, as it is for as long as nothing lets go of the cancellation: what the
 # closed connection keeps must not depend on when that happens. Another connection then asks for
 # the write lock without waiting, or writes and resets the WAL (which a live reader prevents).
-_CANCELLED_MID_STATEMENT = """
-import asyncio, gc, sqlite3, sys, threading
-from sqlalchemy import event, text
-from agentmesh.runtime.database import create_engine
-
+_CANCELLED_MID_STATEMENT = (
+    _BLOCKING
+    + """
 path, mode = sys.argv[1], sys.argv[2]
-inside = threading.Semaphore(0)
-release = threading.Event()
-
-def blocking() -> int:
-    inside.release()
-    release.wait()
-    return 1
 
 async def request(engine) -> None:
     if mode == "write":
@@ -102,9 +104,7 @@ async def request(engine) -> None:
             await connection.execute(text("SELECT blocking() FROM t"))
 
 async def main() -> None:
-    engine = create_engine("sqlite:///" + path)
-    register = lambda connection, _: connection.create_function("blocking", 0, blocking)
-    event.listen(engine.sync_engine, "connect", register)
+    engine = blocking_engine(path)
     async with engine.begin() as connection:
         await connection.execute(text("CREATE TABLE t (x INTEGER)"))
         await connection.execute(text("INSERT INTO t VALUES (0), (0)"))
@@ -131,6 +131,7 @@ async def main() -> None:
 
 asyncio.run(main())
 """
+)
 
 
 def _cancelled_mid_statement(database: Path, mode: str) -> str:
