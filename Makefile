@@ -13,15 +13,23 @@ UV := $(or $(shell command -v uv 2>/dev/null),.tools/bin/uv)
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: run test lint imports protos check-protos buf-lint install clean bench bench-smoke soak chaos
+.PHONY: run test bytecode lint imports protos check-protos buf-lint install clean bench bench-smoke soak chaos
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
 	.tools/bin/pip install --quiet 'uv==$(UV_VERSION)'
 
+# Bytecode is compiled at install (`--compile-bytecode`) and, for the workspace's own editable
+# sources, before each test run (`bytecode`): every Python process the suite starts (services,
+# CLIs, the fault tests' meshes) then loads it instead of compiling ~17 MB of source, a few
+# CPU-seconds a process where the environment forbids writing it at import
+# (PYTHONDONTWRITEBYTECODE; docs/decisions/0053).
 $(STAMP): $(UV) pyproject.toml uv.lock $(wildcard services/*/pyproject.toml)
-	$(UV) sync --locked --quiet --python $(PYTHON)
+	$(UV) sync --locked --quiet --compile-bytecode --python $(PYTHON)
 	touch $(STAMP)
+
+bytecode: $(STAMP)
+	$(BIN)/python -m compileall -q -j 0 services src tests bench scripts
 
 # MCP servers nobody here wrote, that the executor's MCP client is tested against (tests/mcp/):
 # installed from the lock file here, never fetched by a test.
@@ -64,8 +72,10 @@ NODE_CLIENT := tests/node/node_modules/.package-lock.json
 $(NODE_CLIENT): tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 
-test: $(STAMP) $(NODE_CLIENT) $(MCP_SERVERS) lint imports check-protos buf-lint
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
+# PYTHONDONTWRITEBYTECODE emptied (Python reads an empty value as unset): the workers then keep
+# pytest's assertion-rewritten test modules, which halves each worker's collection.
+test: $(STAMP) $(NODE_CLIENT) $(MCP_SERVERS) lint imports check-protos buf-lint bytecode
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 # Benchmarks against PostgreSQL (bench/, docs/performance.md): `bench` takes a few minutes and
 # writes bench/results/latest.json; `bench-smoke` only checks that every figure is produced.
