@@ -1,11 +1,13 @@
 """The README's CLI examples run as they are written, in order, each as the command a user types,
 against an in-process mesh signed in as its superuser: declaring agents and reading them back,
-project limits, agent versions and forking a session. Only `$SID` (a session the demo made) is the
-test's own; a command that fails, or an example that changes shape, fails here."""
+project limits, agent versions, forking a session, API keys and webhooks. Only `$SID` (a session
+the demo made) and the ids the examples name in capitals are the test's own; a command that fails,
+or an example that changes shape, fails here."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from google.protobuf import field_mask_pb2
@@ -73,5 +75,28 @@ async def test_the_readmes_cli_examples_run(mesh: Mesh, client: MeshClient, tmp_
 
     [fork] = readme_blocks("### Fork a session", "sh")
     await _run(shell_commands(fork, variables), env)
+
+    # API keys: the one created is the one listed and revoked (its id, as the example's
+    # placeholder says).
+    [keys] = readme_blocks("### API keys", "sh")
+    create_key, *rest = shell_commands(keys)
+    [created] = await _run([create_key], env)
+    key_id = re.search(r"API key (\S+) \(ci\) created", created)
+    assert key_id and "amk_" in created, created
+    listed, revoked = await _run([[word.replace("ID_OR_PREFIX", key_id[1]) for word in c] for c in rest], env)
+    assert key_id[1] in listed and "revoked" in revoked
+
+    # Webhooks: created, tested (a delivery queued, whether example.com answers or not) and its
+    # deliveries listed.
+    [hooks] = readme_blocks("### Webhooks", "sh")
+    create_hook, *rest = shell_commands(hooks)
+    [made] = await _run([create_hook], env)
+    hook_id = re.search(r"webhook (\S+) created", made)
+    assert hook_id and "whsec_" in made, made
+    tested, deliveries = await _run(
+        [[word.replace("WEBHOOK_ID", hook_id[1]) for word in c] for c in rest], env
+    )
+    delivery = re.search(r"delivery (\S+)", tested)
+    assert delivery and delivery[1] in deliveries and "webhook.test" in deliveries, deliveries
 
     await _run([terminate], env)
