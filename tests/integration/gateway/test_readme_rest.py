@@ -85,7 +85,7 @@ async def test_the_readmes_curl_examples_run(
     admin = await api.admin()
     # An agent that asks before it reads the clock: each of its runs waits for an approval.
     agent = await api.agent(
-        mock_responses=[_CLOCK, "It is late.", _CLOCK, "It is later."],
+        mock_responses=[_CLOCK, "It is late."],
         type_fields={"tools": ["get_current_time"], "tool_permissions": {"get_current_time": "ask"}},
     )
     base_url = mesh.gateway.http.url
