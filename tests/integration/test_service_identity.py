@@ -88,6 +88,9 @@ def _internal_calls(mesh: Mesh, channels: dict[str, grpc.aio.Channel], metadata)
         "memory DeleteProjectSessions": memory_internal.DeleteProjectSessions(
             memory_internal_pb.DeleteProjectSessionsRequest(project_id="p"), metadata=metadata
         ),
+        "memory EraseRun": memory_internal.EraseRun(
+            memory_internal_pb.EraseRunRequest(project_id="p", session_id="s", run_id="r"), metadata=metadata
+        ),
         "executor GetStats": executor.GetStats(executor_pb.GetStatsRequest(), metadata=metadata),
         "executor Run": executor.Run(
             executor_pb.RunRequest(project_slug="p", agent_name="a", session_id="s", input="hi"),

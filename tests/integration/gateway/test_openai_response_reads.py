@@ -2,8 +2,7 @@
 the same object the create call answered, plain and streamed, at the root (its project found from
 the id, or from a scoped API key) and on the agent's own route; a run waiting for the client's
 tools reads as its calls; an id that names nothing the caller may read is a 404 in OpenAI's shape;
-a running response reads `in_progress`, and `cancelled` once its client left; deleting is not
-served."""
+a running response reads `in_progress`, and `cancelled` once its client left."""
 
 from __future__ import annotations
 
@@ -77,10 +76,10 @@ async def test_a_response_reads_back_as_it_was_answered(mesh: Mesh, api: Api, on
     with pytest.raises(openai.NotFoundError):
         await agent_client(mesh, sibling.base, agent.owner.token).responses.retrieve(created.id)
 
-    # Nothing is stored for a response besides its session's log: there is nothing to delete.
-    with pytest.raises(openai.APIStatusError) as refused:
+    # Continued, it is no longer its session's only turn: not deleted (test_openai_response_delete.py).
+    with pytest.raises(openai.BadRequestError) as refused:
         await client.responses.delete(created.id)
-    assert refused.value.status_code == 405
+    assert refused.value.code == "response_not_deletable"
 
 
 async def test_a_run_waiting_for_the_clients_tools_reads_as_its_calls(

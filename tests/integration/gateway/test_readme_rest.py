@@ -5,12 +5,14 @@ stale fails here."""
 
 from __future__ import annotations
 
+import uuid
+from string import Template
 from typing import Any
 
 import httpx
 
 from agentmesh.cli.mesh import Mesh
-from tests.integration.gateway.support import Api
+from tests.integration.gateway.support import Agent, Api
 from tests.readme import readme_blocks, shell_commands
 
 _EXAMPLE_ADDRESSES = ("http://127.0.0.1:8080", "localhost:8080")
@@ -40,6 +42,33 @@ def curl_request(words: list[str], base_url: str) -> dict[str, Any]:
     return request
 
 
+_CLOCK = {"content": "", "tool_calls": [{"name": "get_current_time", "arguments": {"timezone": "UTC"}}]}
+
+
+def _with(words: list[str], **variables: str) -> list[str]:
+    """A command's words with the `$NAME` variables only the test's own steps tell."""
+    return [Template(word).safe_substitute(variables) for word in words]
+
+
+async def _waiting(http: httpx.AsyncClient, agent: Agent) -> str:
+    """Has the agent ask for an approval in a new session; the request's id."""
+    session_id = f"readme-{uuid.uuid4().hex}"
+    chat = {
+        "model": agent.model,
+        "session_id": session_id,
+        "messages": [{"role": "user", "content": "time?"}],
+    }
+    asked = await http.post("/v1/chat/completions", json=chat, headers=agent.owner.headers)
+    assert asked.status_code == 200, asked.text
+    listed = await http.get(
+        f"/api/v1/projects/{agent.project_id}/input-requests",
+        params={"session_id": session_id},
+        headers=agent.owner.headers,
+    )
+    [request] = listed.json()["data"]
+    return str(request["id"])
+
+
 async def _run(http: httpx.AsyncClient, base_url: str, commands: list[list[str]]) -> list[httpx.Response]:
     """Sends each curl command's request; their answers, each a success."""
     answers = []
@@ -54,15 +83,27 @@ async def test_the_readmes_curl_examples_run(
     mesh: Mesh, api: Api, http: httpx.AsyncClient, once: None
 ) -> None:
     admin = await api.admin()
-    agent = await api.agent()
+    # An agent that asks before it reads the clock: each of its runs waits for an approval.
+    agent = await api.agent(
+        mock_responses=[_CLOCK, "It is late."],
+        type_fields={"tools": ["get_current_time"], "tool_permissions": {"get_current_time": "ask"}},
+    )
     base_url = mesh.gateway.http.url
     variables = {"TOKEN": agent.owner.token, "PID": agent.project_id}
 
-    # A person in the loop: the requests a project's runs wait for (none yet; answering one is
-    # tests/integration/gateway/test_input_requests.py's).
+    # A person in the loop: the requests a project's runs wait for (none yet), one approved, and
+    # another's run cancelled instead.
     [person] = readme_blocks("### A person in the loop", "sh")
-    [listed] = await _run(http, base_url, shell_commands(person, variables)[:1])
+    listing, respond, cancel = shell_commands(person, variables)
+    [listed] = await _run(http, base_url, [listing])
     assert listed.json()["data"] == []
+    approved, cancelled = await _waiting(http, agent), await _waiting(http, agent)
+    [answered] = await _run(http, base_url, [_with(respond, RID=approved)])
+    assert answered.json()["response"]["decision"] == "approve"
+    [ended] = await _run(http, base_url, [_with(cancel, RID=cancelled)])
+    assert ended.json()["input_request"]["state"] == "cancelled"
+    [pending] = await _run(http, base_url, [listing])
+    assert pending.json()["data"] == []
 
     # A superuser's: delegation limits of an agent type, and a registered MCP server.
     admin_variables = {"TOKEN": admin.token, "TYPE": (await api.agent_type())["id"]}

@@ -41,6 +41,7 @@ __all__ = [
     "RateLimited",
     "RequestTooLarge",
     "ResponseNotCancellable",
+    "ResponseNotDeletable",
     "ResponseNotFound",
     "TaskNotFound",
     "TokenRevoked",
@@ -176,6 +177,16 @@ class ResponseNotFound(NotFound):
 
     def __init__(self, response_id: str) -> None:
         super().__init__(f"Response with id {response_id!r} not found.")
+
+
+class ResponseNotDeletable(FailedPrecondition):
+    """A response that cannot be deleted (`DELETE /v1/responses/{response_id}`): in progress,
+    waiting for input, or sharing its session's log with other turns. A 400, in OpenAI's shape."""
+
+    default_reason = "RESPONSE_NOT_DELETABLE"
+
+    def __init__(self, response_id: str, why: str) -> None:
+        super().__init__(f"Response with id {response_id!r} cannot be deleted: {why}.")
 
 
 class ResponseNotCancellable(FailedPrecondition):

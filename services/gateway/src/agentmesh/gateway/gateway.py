@@ -436,6 +436,12 @@ class AgentGateway:
         await self._memory.delete_project_sessions(project_id, metadata=self._router.system_metadata())
         return deleted
 
+    async def erase_run(self, project_id: str, session_id: str, run_id: str) -> int:
+        """Erases a session's log that is the run's turn alone: a deleted response's, which the
+        caller may delete (checked before). The mesh's own act, with the system token."""
+        metadata = self._router.system_metadata()
+        return await self._memory.erase_run(session_id, project_id, run_id, metadata=metadata)
+
     # Sessions.
 
     async def check_session(self, caller: Caller, project_id: str, session_id: str) -> None:

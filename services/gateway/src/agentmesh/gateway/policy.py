@@ -351,6 +351,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     ("POST", _AGENT + "/v1/responses"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/responses/{response_id}"): _OWNER_BY_SLUG,
     ("POST", _AGENT + "/v1/responses/{response_id}/cancel"): _OWNER_BY_SLUG,
+    ("DELETE", _AGENT + "/v1/responses/{response_id}"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/responses/{response_id}/input_items"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/v1/models"): _OWNER_BY_SLUG,
     ("GET", _AGENT + "/memory/events"): _OWNER_BY_SLUG,
@@ -363,6 +364,7 @@ ROUTE_POLICY: Mapping[tuple[str, str], Rule] = {
     # session's) and checks it, as a body's model is checked (http/response_reads.py).
     ("GET", "/v1/responses/{response_id}"): owner(_found_project, in_body=True),
     ("POST", "/v1/responses/{response_id}/cancel"): owner(_found_project, in_body=True),
+    ("DELETE", "/v1/responses/{response_id}"): owner(_found_project, in_body=True),
     ("GET", "/v1/responses/{response_id}/input_items"): owner(_found_project, in_body=True),
     ("GET", "/v1/models"): AUTHENTICATED,
     ("GET", "/v1/models/{project_slug}/{agent_name}"): _OWNER_BY_SLUG,

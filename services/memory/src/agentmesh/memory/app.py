@@ -43,7 +43,8 @@ PAGE_TOKEN_PURPOSE = "agentmesh.memory.page-token"
 # in projects its user owns (memory/ownership.py; superusers and the system in any);
 # erasing a project's sessions is the gateway's, acting for the mesh once the registry deleted it.
 ACCESS = {method.name: Access.AUTHENTICATED for method in SERVICE.methods}
-INTERNAL_ACCESS = {"DeleteProjectSessions": Access.SYSTEM}
+# erasing a deleted response's turn is too, once it checked the caller may delete it.
+INTERNAL_ACCESS = {"DeleteProjectSessions": Access.SYSTEM, "EraseRun": Access.SYSTEM}
 
 
 @dataclass(kw_only=True)

@@ -185,3 +185,11 @@ class MemoryClient:
         return (
             await unary(self.internal_stub.DeleteProjectSessions, request, metadata=metadata)
         ).deleted_sessions
+
+    async def erase_run(
+        self, session_id: str, project_id: str, run_id: str, *, metadata: Metadata | None = None
+    ) -> int:
+        """Erases the session's log when it is the run's turn alone (the mesh's own services
+        only); how many events went."""
+        request = internal_pb.EraseRunRequest(project_id=project_id, session_id=session_id, run_id=run_id)
+        return (await unary(self.internal_stub.EraseRun, request, metadata=metadata)).erased_events

@@ -31,9 +31,11 @@ __all__ = [
     "ProjectDeleted",
     "ProjectNotFound",
     "RunEnded",
+    "RunNotInSession",
     "RunTakenOver",
     "SessionExists",
     "SessionNotFound",
+    "SessionShared",
     "ShuttingDown",
     "TooManyEvents",
     "ValidationFailed",
@@ -222,4 +224,30 @@ class RunTakenOver(FailedPrecondition):
             message,
             violations=[FieldViolation(f"events[{index}].run_id", message)],
             metadata={"run_id": run_id, "resume": str(resume + 1), "resumed_event_id": note_event_id},
+        )
+
+
+class RunNotInSession(NotFound):
+    """A run to erase that has no turn (user message) in the session."""
+
+    default_reason = "RUN_NOT_IN_SESSION"
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(
+            f"run {run_id!r} has no turn in session {session_id!r}",
+            metadata={"session_id": session_id, "run_id": run_id},
+        )
+
+
+class SessionShared(FailedPrecondition):
+    """A run to erase whose session holds another run's turn too, or another session's history
+    (a fork): erasing the session's log would erase that as well."""
+
+    default_reason = "SESSION_SHARED"
+
+    def __init__(self, session_id: str, run_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} holds more than run {run_id!r}'s turn: its log cannot be "
+            "erased for that run alone",
+            metadata={"session_id": session_id, "run_id": run_id},
         )

@@ -22,7 +22,9 @@ from agentmesh.memory.errors import (
     AfterSeqAhead,
     FieldViolation,
     HistoryTrimmed,
+    RunNotInSession,
     SessionNotFound,
+    SessionShared,
     ShuttingDown,
     ValidationFailed,
 )
@@ -37,6 +39,7 @@ from agentmesh.memory.models import (
     Event,
     EventPage,
     EventQuery,
+    EventType,
     NewEvent,
     RetentionPolicy,
     Session,
@@ -386,6 +389,34 @@ class EventLog:
         self._signals.notify_project(project_id)
         logger.info("project %s deleted: erased %d sessions", project_id, removed)
         return removed
+
+    async def erase_run(self, session_id: str, project_id: str, run_id: str) -> int:
+        """Erases the session's log up to now when it is the run's turn alone: the run's user
+        message is the only one there (the runs it delegated to record none), and the session is
+        no fork. The session stays, empty, its seq going on; what is appended after this read is
+        kept. How many events went (a deleted OpenAI response's run: decision 0049)."""
+        violations: list[FieldViolation] = []
+        for name, value in (("session_id", session_id), ("project_id", project_id), ("run_id", run_id)):
+            check_id(value, name, violations, required=True)
+        if violations:
+            raise ValidationFailed.of(violations)
+        session = await self._store.get_session(session_id, project_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        end = session.last_seq + 1  # later appends are not read here, and stay
+        turns = EventQuery(
+            session_id=session_id, project_id=project_id, event_types=(EventType.USER_MESSAGE,)
+        )
+        inputs = [
+            event for event in await self._store.list_events(turns, after=None, limit=2) if event.seq < end
+        ]
+        if run_id not in {event.run_id for event in inputs}:
+            raise RunNotInSession(session_id, run_id)
+        if session.forked_from_session_id or len(inputs) > 1:
+            raise SessionShared(session_id, run_id)
+        erased = await self._store.trim_session(session_id, project_id, first_seq=end)
+        logger.info("session %s: erased run %s's turn (%d events)", session_id, run_id, erased)
+        return erased
 
     # --- retention ---------------------------------------------------------------------------
 

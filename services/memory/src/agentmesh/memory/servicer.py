@@ -175,3 +175,9 @@ class MemoryInternalServicer(internal_pb_grpc.MemoryInternalServiceServicer):
     ) -> internal_pb.DeleteProjectSessionsResponse:
         deleted = await self._log.delete_project(request.project_id)
         return internal_pb.DeleteProjectSessionsResponse(deleted_sessions=deleted)
+
+    async def EraseRun(
+        self, request: internal_pb.EraseRunRequest, context: grpc.aio.ServicerContext
+    ) -> internal_pb.EraseRunResponse:
+        erased = await self._log.erase_run(request.session_id, request.project_id, request.run_id)
+        return internal_pb.EraseRunResponse(erased_events=erased)

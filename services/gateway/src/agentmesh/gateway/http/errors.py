@@ -31,6 +31,7 @@ from agentmesh.gateway.errors import (
     RateLimited,
     RequestTooLarge,
     ResponseNotCancellable,
+    ResponseNotDeletable,
     TooManyMessages,
     UnsupportedParameter,
 )
@@ -85,6 +86,7 @@ _STATUS_BY_REASON: dict[str, int] = {
     InvalidParameterValue.default_reason: 400,
     PreviousResponseNotFound.default_reason: 400,
     ResponseNotCancellable.default_reason: 400,
+    ResponseNotDeletable.default_reason: 400,
 }
 
 # A caller over its rate or over one of its project's limits (QuotaExceeded).

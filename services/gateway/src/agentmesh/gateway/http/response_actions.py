@@ -1,6 +1,7 @@
 """What OpenAI's Responses API does to a response besides creating and reading it, at the root
-and on the agent's own route: cancelling it (`POST /v1/responses/{response_id}/cancel`) and
-listing its input items (`GET /v1/responses/{response_id}/input_items`).
+and on the agent's own route: cancelling it (`POST /v1/responses/{response_id}/cancel`), deleting
+it (`DELETE /v1/responses/{response_id}`) and listing its input items
+(`GET /v1/responses/{response_id}/input_items`).
 
 A response is its run (decision 0030): cancelling it cancels the run on whichever executor holds
 it, as an A2A task's cancel does, and answers the response once its end is recorded — `cancelled`.
@@ -9,6 +10,12 @@ A response that has ended (answered, failed, or waiting for the client's tools, 
 OpenAI answers cancelling a response that is not in progress. Its input items are what its run
 was given, from the run's events: the user's message, then each of the client's tool results (and
 answers to the run's questions) that resumed it.
+
+Deleting a response erases its run's events from the session's log (decision 0049) — which is
+possible when the response is its session's only turn (created without `previous_response_id` and
+not continued): the log holds nothing else to keep. It must have ended: one in progress is a 400
+(cancel it first), as is one waiting for input (its run goes on with the answer), and one whose
+session holds other turns (deleting it would leave a conversation with a hole in it).
 """
 
 from __future__ import annotations
@@ -21,7 +28,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
 
-from agentmesh.gateway.errors import InvalidParameterValue, ResponseNotCancellable
+from agentmesh.gateway.errors import (
+    InvalidParameterValue,
+    ResponseNotCancellable,
+    ResponseNotDeletable,
+    ResponseNotFound,
+)
 from agentmesh.gateway.http.agents import AGENT_BASE, resolve_agent
 from agentmesh.gateway.http.context import HttpContext
 from agentmesh.gateway.http.openai import ERROR_RESPONSES, Auth, Ctx
@@ -30,12 +42,19 @@ from agentmesh.gateway.http.responses import ResponseObject, read_back
 from agentmesh.gateway.models import AgentRef, Caller
 from agentmesh.gateway.resume import follow_run, json_content
 from agentmesh.memory.v1 import resources_pb2
+from agentmesh.runtime.errors import FailedPrecondition, NotFound
 
 EventType = resources_pb2.EventType
 
 # How long a cancel waits for the run's end to be recorded before answering the response as it
 # stands (an executor that cannot be reached records nothing).
 CANCEL_WAIT_SECONDS = 30.0
+
+
+class DeletedResponse(BaseModel):
+    id: str
+    object: Literal["response"] = "response"
+    deleted: Literal[True] = True
 
 
 class InputText(BaseModel):
@@ -99,6 +118,20 @@ def response_actions_router() -> APIRouter:
         found = await found_response(request, ctx, caller, response_id, AgentRef(project_slug, agent_name))
         return await _cancel(ctx, caller, found)
 
+    @router.delete("/v1/responses/{response_id}", response_model=DeletedResponse)
+    async def delete_response(response_id: str, request: Request, ctx: Ctx, caller: Auth) -> DeletedResponse:
+        """Deletes a response that ended and is its session's only turn: its run's events are
+        erased, and reading it, continuing it or deleting it again is a 404 from then on."""
+        return await _delete(ctx, await found_response(request, ctx, caller, response_id))
+
+    @router.delete(AGENT_BASE + "/v1/responses/{response_id}", response_model=DeletedResponse)
+    async def agent_delete_response(
+        project_slug: str, agent_name: str, response_id: str, request: Request, ctx: Ctx, caller: Auth
+    ) -> DeletedResponse:
+        """Deletes one of this agent's responses that ended and is its session's only turn."""
+        found = await found_response(request, ctx, caller, response_id, AgentRef(project_slug, agent_name))
+        return await _delete(ctx, found)
+
     @router.get("/v1/responses/{response_id}/input_items", response_model=InputItemList)
     async def list_input_items(
         response_id: str, request: Request, ctx: Ctx, caller: Auth, paging: Paging
@@ -158,6 +191,26 @@ async def _cancel(ctx: HttpContext, caller: Caller, found: FoundResponse) -> Res
     if now.status not in ("in_progress", "cancelled"):
         _refuse(found)  # it ended before the cancel reached it
     return read_back(found)
+
+
+async def _delete(ctx: HttpContext, found: FoundResponse) -> DeletedResponse:
+    """Erases the response's run from its session's log, once it ended and is the only turn."""
+    recorded, response_id = found.recorded, str(found.at)
+    if recorded.status == "in_progress":
+        raise ResponseNotDeletable(response_id, "it is in progress: cancel it first")
+    if recorded.waiting:
+        raise ResponseNotDeletable(
+            response_id, "its run waits for input: answer it, or cancel the run, first"
+        )
+    try:
+        await ctx.gateway.erase_run(found.project_id, found.at.session_id, found.at.run_id)
+    except NotFound:  # erased meanwhile by another delete
+        raise ResponseNotFound(response_id) from None
+    except FailedPrecondition:
+        raise ResponseNotDeletable(
+            response_id, "its session holds other turns too (it was continued, or continues another)"
+        ) from None
+    return DeletedResponse(id=response_id)
 
 
 def _refuse(found: FoundResponse) -> None:

@@ -59,6 +59,7 @@ class RecordedResponse:
     calls: list[run_pb2.InputRequest] = field(default_factory=list)
     error_code: str | None = None
     error_message: str = ""
+    waiting: bool = False  # for its own requests' answers (the client's tool results, a person's)
     # The run's events it was read from (its input first), and the seq of its latest.
     events: list[resources_pb2.Event] = field(default_factory=list)
     last_seq: int = 0
@@ -164,7 +165,7 @@ def recorded_response(events: list[resources_pb2.Event]) -> RecordedResponse:
             return recorded
     if pending:
         asked = sorted(pending.values(), key=lambda request: request.seq)
-        recorded.status = "completed"
+        recorded.status, recorded.waiting = "completed", True
         recorded.calls = client_calls(asked)
         recorded.text = asking_text(asked) or (None if recorded.calls else "")
     return recorded

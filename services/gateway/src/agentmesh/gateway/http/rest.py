@@ -199,7 +199,8 @@ def rest_router() -> APIRouter:
         project_id: str, body: schemas.AgentCreate, ctx: Ctx, caller: Auth, response: Response
     ) -> schemas.AgentOut:
         """Spawns an agent from an active type; it starts idle. 422 when the type is inactive,
-        409 when the name or slug is taken in the project. A model or tool no running executor
+        409 when the name or slug is taken in the project (by a terminated agent too, unless
+        `replace_terminated`). A model or tool no running executor
         can serve comes back as a `Warning` header."""
         if body.project_id is not None and body.project_id != project_id:
             raise InvalidRequest.field("project_id", "must be the project in the path")
@@ -211,7 +212,8 @@ def rest_router() -> APIRouter:
                 slug=body.slug,
                 config=convert.agent_config_proto(body.config.model_dump()),
                 public=body.public,
-            )
+            ),
+            replace_terminated=body.replace_terminated,
         )
         created = await ctx.call(ctx.registry.stub.CreateAgent, agent, caller)
         return convert.agent(_warned(response, created).agent)

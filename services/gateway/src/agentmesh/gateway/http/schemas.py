@@ -11,7 +11,7 @@ import math
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, create_model, model_validator
 
 from agentmesh.memory.client import event_type_names
 from agentmesh.registry.declarations import AgentConfig
@@ -368,6 +368,13 @@ class AgentCreate(RequestBody):
         default=False,
         description="published: its A2A card is served without credentials and the gateway's"
         " discovery index lists it",
+    )
+    # Strict: a string or a number here is a mistake to report, never a truthy "false".
+    replace_terminated: StrictBool = Field(
+        default=False,
+        description="when the project's agent of this name or slug is terminated, it gives them up"
+        " (renamed `<name> (terminated <id>)`) and this agent takes them; a live agent's name stays"
+        " taken (409)",
     )
 
 

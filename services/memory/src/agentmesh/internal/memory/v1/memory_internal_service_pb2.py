@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n:agentmesh/internal/memory/v1/memory_internal_service.proto\x12\x1c\x61gentmesh.internal.memory.v1\"2\n\x1c\x44\x65leteProjectSessionsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"9\n\x1d\x44\x65leteProjectSessionsResponse\x12\x18\n\x10\x64\x65leted_sessions\x18\x01 \x01(\x03\x32\xaa\x01\n\x15MemoryInternalService\x12\x90\x01\n\x15\x44\x65leteProjectSessions\x12:.agentmesh.internal.memory.v1.DeleteProjectSessionsRequest\x1a;.agentmesh.internal.memory.v1.DeleteProjectSessionsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n:agentmesh/internal/memory/v1/memory_internal_service.proto\x12\x1c\x61gentmesh.internal.memory.v1\"2\n\x1c\x44\x65leteProjectSessionsRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"9\n\x1d\x44\x65leteProjectSessionsResponse\x12\x18\n\x10\x64\x65leted_sessions\x18\x01 \x01(\x03\"I\n\x0f\x45raseRunRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x12\n\nsession_id\x18\x02 \x01(\t\x12\x0e\n\x06run_id\x18\x03 \x01(\t\")\n\x10\x45raseRunResponse\x12\x15\n\rerased_events\x18\x01 \x01(\x03\x32\x95\x02\n\x15MemoryInternalService\x12\x90\x01\n\x15\x44\x65leteProjectSessions\x12:.agentmesh.internal.memory.v1.DeleteProjectSessionsRequest\x1a;.agentmesh.internal.memory.v1.DeleteProjectSessionsResponse\x12i\n\x08\x45raseRun\x12-.agentmesh.internal.memory.v1.EraseRunRequest\x1a..agentmesh.internal.memory.v1.EraseRunResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DELETEPROJECTSESSIONSREQUEST']._serialized_end=142
   _globals['_DELETEPROJECTSESSIONSRESPONSE']._serialized_start=144
   _globals['_DELETEPROJECTSESSIONSRESPONSE']._serialized_end=201
-  _globals['_MEMORYINTERNALSERVICE']._serialized_start=204
-  _globals['_MEMORYINTERNALSERVICE']._serialized_end=374
+  _globals['_ERASERUNREQUEST']._serialized_start=203
+  _globals['_ERASERUNREQUEST']._serialized_end=276
+  _globals['_ERASERUNRESPONSE']._serialized_start=278
+  _globals['_ERASERUNRESPONSE']._serialized_end=319
+  _globals['_MEMORYINTERNALSERVICE']._serialized_start=322
+  _globals['_MEMORYINTERNALSERVICE']._serialized_end=599
 # @@protoc_insertion_point(module_scope)

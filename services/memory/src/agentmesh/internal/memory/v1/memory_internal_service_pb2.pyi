@@ -59,3 +59,55 @@ class DeleteProjectSessionsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteProjectSessionsResponse: _TypeAlias = DeleteProjectSessionsResponse  # noqa: Y015
+
+@_typing.final
+class EraseRunRequest(_message.Message):
+    """EraseRunRequest is the input of EraseRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The session's project."""
+    session_id: _builtins.str
+    """The session the run is in."""
+    run_id: _builtins.str
+    """The run whose events go."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+        session_id: _builtins.str = ...,
+        run_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id", "run_id", b"run_id", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseRunRequest: _TypeAlias = EraseRunRequest  # noqa: Y015
+
+@_typing.final
+class EraseRunResponse(_message.Message):
+    """EraseRunResponse is the output of EraseRun."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ERASED_EVENTS_FIELD_NUMBER: _builtins.int
+    erased_events: _builtins.int
+    """How many events were erased."""
+    def __init__(
+        self,
+        *,
+        erased_events: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["erased_events", b"erased_events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseRunResponse: _TypeAlias = EraseRunResponse  # noqa: Y015

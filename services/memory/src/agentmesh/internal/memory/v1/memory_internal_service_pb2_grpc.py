@@ -43,6 +43,11 @@ class MemoryInternalServiceStub:
                 request_serializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.DeleteProjectSessionsResponse.FromString,
                 _registered_method=True)
+        self.EraseRun = channel.unary_unary(
+                '/agentmesh.internal.memory.v1.MemoryInternalService/EraseRun',
+                request_serializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.EraseRunRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.EraseRunResponse.FromString,
+                _registered_method=True)
 
 
 class MemoryInternalServiceServicer:
@@ -61,6 +66,17 @@ class MemoryInternalServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EraseRun(self, request, context):
+        """Erases a run's events from its session — a deleted OpenAI response's — when the run is the
+        only conversation turn there: the session's log up to now holds no other run's user message
+        (its own delegated runs' events go with it). The session stays, empty; what is appended after
+        the erasure is kept. FAILED_PRECONDITION (reason SESSION_SHARED) when another run's turn is in
+        the session, NOT_FOUND when the run has no user message there. The system principal only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MemoryInternalServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -68,6 +84,11 @@ def add_MemoryInternalServiceServicer_to_server(servicer, server):
                     servicer.DeleteProjectSessions,
                     request_deserializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.DeleteProjectSessionsRequest.FromString,
                     response_serializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.DeleteProjectSessionsResponse.SerializeToString,
+            ),
+            'EraseRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseRun,
+                    request_deserializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.EraseRunRequest.FromString,
+                    response_serializer=agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.EraseRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -101,6 +122,33 @@ class MemoryInternalService:
             '/agentmesh.internal.memory.v1.MemoryInternalService/DeleteProjectSessions',
             agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.DeleteProjectSessionsRequest.SerializeToString,
             agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.DeleteProjectSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.internal.memory.v1.MemoryInternalService/EraseRun',
+            agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.EraseRunRequest.SerializeToString,
+            agentmesh_dot_internal_dot_memory_dot_v1_dot_memory__internal__service__pb2.EraseRunResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,13 @@ class MemoryInternalServiceStub:
     streams on its sessions, and refuses appends to it from then on. The system principal only
     (PERMISSION_DENIED otherwise). Deleting again succeeds.
     """
+    EraseRun: _grpc.UnaryUnaryMultiCallable[_memory_internal_service_pb2.EraseRunRequest, _memory_internal_service_pb2.EraseRunResponse]
+    """Erases a run's events from its session — a deleted OpenAI response's — when the run is the
+    only conversation turn there: the session's log up to now holds no other run's user message
+    (its own delegated runs' events go with it). The session stays, empty; what is appended after
+    the erasure is kept. FAILED_PRECONDITION (reason SESSION_SHARED) when another run's turn is in
+    the session, NOT_FOUND when the run has no user message there. The system principal only.
+    """
 
 @_typing.type_check_only
 class MemoryInternalServiceAsyncStub(MemoryInternalServiceStub):
@@ -56,6 +63,13 @@ class MemoryInternalServiceAsyncStub(MemoryInternalServiceStub):
     """Erases a deleted project's sessions and events and its retention policy, ends the watch
     streams on its sessions, and refuses appends to it from then on. The system principal only
     (PERMISSION_DENIED otherwise). Deleting again succeeds.
+    """
+    EraseRun: _aio.UnaryUnaryMultiCallable[_memory_internal_service_pb2.EraseRunRequest, _memory_internal_service_pb2.EraseRunResponse]  # type: ignore[assignment]
+    """Erases a run's events from its session — a deleted OpenAI response's — when the run is the
+    only conversation turn there: the session's log up to now holds no other run's user message
+    (its own delegated runs' events go with it). The session stays, empty; what is appended after
+    the erasure is kept. FAILED_PRECONDITION (reason SESSION_SHARED) when another run's turn is in
+    the session, NOT_FOUND when the run has no user message there. The system principal only.
     """
 
 class MemoryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -74,6 +88,19 @@ class MemoryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         """Erases a deleted project's sessions and events and its retention policy, ends the watch
         streams on its sessions, and refuses appends to it from then on. The system principal only
         (PERMISSION_DENIED otherwise). Deleting again succeeds.
+        """
+
+    @_abc_1.abstractmethod
+    def EraseRun(
+        self,
+        request: _memory_internal_service_pb2.EraseRunRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_memory_internal_service_pb2.EraseRunResponse, _abc.Awaitable[_memory_internal_service_pb2.EraseRunResponse]]:
+        """Erases a run's events from its session — a deleted OpenAI response's — when the run is the
+        only conversation turn there: the session's log up to now holds no other run's user message
+        (its own delegated runs' events go with it). The session stays, empty; what is appended after
+        the erasure is kept. FAILED_PRECONDITION (reason SESSION_SHARED) when another run's turn is in
+        the session, NOT_FOUND when the run has no user message there. The system principal only.
         """
 
 def add_MemoryInternalServiceServicer_to_server(servicer: MemoryInternalServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
