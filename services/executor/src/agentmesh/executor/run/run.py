@@ -378,7 +378,7 @@ class Run:
             return await self._end_loop(self.scope, ending)
         finally:
             if ending.registry_started and not self._end_reported and not self._given_up():
-                self._report_end(ending.result)
+                self._report_end(ending.result, cancelled=ending.cancelled)
 
     async def _end_before_loop(self, ending: Ending) -> None:
         """A run refused or cancelled before its loop began leaves with the gRPC status; a resumed
@@ -466,9 +466,12 @@ class Run:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(taken), self._services.cleanup_timeout_seconds)
 
-    def _report_end(self, result: RunResult | None, *, urgent: bool = False) -> asyncio.Future[None]:
-        """Hands the run's end (whether it answered, its usage) to the finisher, which reports it
-        to the registry; done once the registry took it. `urgent`: without the batch window."""
+    def _report_end(
+        self, result: RunResult | None, *, cancelled: bool = False, urgent: bool = False
+    ) -> asyncio.Future[None]:
+        """Hands the run's end (whether it answered or was cancelled, its usage) to the finisher,
+        which reports it to the registry; done once the registry took it. `urgent`: without the
+        batch window."""
         self._end_reported = True
         # What its own model calls used, answered or not (its delegations report their own).
         meter = self.scope.meter if self.scope is not None else UsageMeter()
@@ -478,6 +481,7 @@ class Run:
             self.spec.agent.id,
             self.run_id,
             completed=result is not None,
+            cancelled=cancelled and result is None,
             tokens_used=usage.total_tokens,
             cost=usage.cost,
             session_id=self.request.session_id,
