@@ -18,7 +18,7 @@ from a2a.utils import errors as a2a_errors
 from tests.integration.gateway.a2a_client import BINDINGS, a2a_client, fetch_card, send_request
 from tests.integration.gateway.support import Api, asking_agent
 from tests.polling import eventually
-from tests.webhook_receiver import webhook_receiver
+from tests.webhook_receiver import Receiver, webhook_receiver
 
 State = a2a_pb2.TaskState
 pytestmark = pytest.mark.parametrize("binding", BINDINGS)
@@ -176,3 +176,107 @@ async def test_a_task_waiting_for_input_is_pushed_and_then_its_end(
 
         await eventually(ended, timeout=30, what="the task's end pushed")
         assert all(r.headers["x-a2a-notification-token"] == TOKEN for r in receiver.delivered())
+
+
+def _states(receiver: Receiver) -> list[str]:
+    """The task states pushed, one per delivery (a repeat of one carries the same webhook-id)."""
+    unique = {r.headers["webhook-id"]: r for r in receiver.delivered()}
+    return [json.loads(r.body)["statusUpdate"]["status"]["state"] for r in unique.values()]
+
+
+async def test_a_task_cancelled_while_it_runs_is_pushed_canceled(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    agent = await api.agent(mock_responses=[{"content": "part " * 200, "delay_seconds": 0.05}])
+    card = await fetch_card(http, agent)
+    async with (
+        webhook_receiver() as receiver,
+        a2a_client(card, binding, agent.owner.token, streaming=False, polling=True) as client,
+    ):
+        task = (await anext(client.send_message(send_request("go")))).task
+        assert task.status.state == State.TASK_STATE_WORKING
+        await client.create_task_push_notification_config(_config(task.id, receiver.url, "w"))
+
+        async def working() -> bool:
+            return await api.status(agent) == "working"
+
+        await eventually(working, what="the run under way")
+        cancelled = await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == State.TASK_STATE_CANCELED
+
+        async def ended() -> bool:
+            return "TASK_STATE_CANCELED" in _states(receiver)
+
+        await eventually(ended, timeout=30, what="the task's cancel pushed")
+        # Its one end, cancelled, not failed (a config set on a running task is told what follows).
+        assert _states(receiver) == ["TASK_STATE_CANCELED"]
+
+
+async def test_a_waiting_task_cancelled_is_pushed_canceled(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    agent = await asking_agent(api, "Which city?", "Booked.")
+    card = await fetch_card(http, agent)
+    async with (
+        webhook_receiver() as receiver,
+        a2a_client(card, binding, agent.owner.token, streaming=False) as client,
+    ):
+        request = send_request("book", task_push_notification_config=_config("", receiver.url, "w"))
+        task = (await anext(client.send_message(request))).task
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
+        cancelled = await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == State.TASK_STATE_CANCELED
+
+        # Its end is recorded by the executor that takes the cancelled run, then closes it.
+        async def ended() -> bool:
+            return "TASK_STATE_CANCELED" in _states(receiver)
+
+        await eventually(ended, timeout=30, what="the waiting task's cancel pushed")
+        assert sorted(_states(receiver)) == [
+            "TASK_STATE_CANCELED",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_WORKING",
+        ]
+
+
+async def test_a_task_waiting_on_its_workers_question_is_pushed_input_required_once(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    worker = await asking_agent(api, "Which city?", "Lisbon it is.")
+    delegation = {"name": "delegate", "arguments": {"agent": worker.name, "task": "pick a city"}}
+    coordinator = await api.agent(
+        worker.owner,
+        name="coordinator",
+        project={"id": worker.project_id, "slug": worker.project_slug},
+        mock_responses=[{"content": "", "tool_calls": [delegation]}, "Coordinated."],
+        network_access=[worker.name],
+    )
+    card = await fetch_card(http, coordinator)
+    async with (
+        webhook_receiver() as receiver,
+        a2a_client(card, binding, coordinator.owner.token, streaming=False) as client,
+    ):
+        request = send_request("book", task_push_notification_config=_config("", receiver.url, "w"))
+        task = (await anext(client.send_message(request))).task
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
+
+        async def asked() -> bool:
+            return "TASK_STATE_INPUT_REQUIRED" in _states(receiver)
+
+        await eventually(asked, timeout=30, what="the task's wait on its worker's question pushed")
+        answer = send_request("Lisbon")
+        answer.message.task_id = task.id
+        done = (await anext(client.send_message(answer))).task
+        assert done.status.state == State.TASK_STATE_COMPLETED
+
+        async def ended() -> bool:
+            return "TASK_STATE_COMPLETED" in _states(receiver)
+
+        await eventually(ended, timeout=30, what="the task's end pushed")
+        # Once: the top task's config, not the worker's run, is told; each state a single delivery.
+        assert sorted(_states(receiver)) == [
+            "TASK_STATE_COMPLETED",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_WORKING",
+        ]
+        assert {json.loads(r.body)["statusUpdate"]["taskId"] for r in receiver.delivered()} == {task.id}

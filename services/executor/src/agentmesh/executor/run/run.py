@@ -418,7 +418,7 @@ class Run:
         if ending.cancelled:
             await record_cancelled(scope, ending.reason, cleanup_timeout_seconds=cleanup)
             if ending.reason:
-                await self._release_turn(None)
+                await self._release_turn(None, cancelled=True)
                 # Cancelled from here (the agent was terminated), not by the caller: it still
                 # listens, and learns why.
                 cancelled = grpc.StatusCode.CANCELLED.name
@@ -454,7 +454,7 @@ class Run:
         scope.sink.close()
         return result
 
-    async def _release_turn(self, result: RunResult | None) -> None:
+    async def _release_turn(self, result: RunResult | None, *, cancelled: bool = False) -> None:
         """A run that is its session's turn reports its end before its caller sees the end, so
         that the caller's next message finds the session free (the finisher sends it without its
         batch window). The wait is bounded: a registry that does not answer delays the caller's
@@ -462,7 +462,7 @@ class Run:
         delivered. Other runs' ends are reported once their stream ended (`end`)."""
         if not self.double_texting:
             return
-        taken = self._report_end(result, urgent=True)
+        taken = self._report_end(result, cancelled=cancelled, urgent=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(taken), self._services.cleanup_timeout_seconds)
 

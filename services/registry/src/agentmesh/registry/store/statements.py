@@ -117,7 +117,7 @@ _PG_RUN_PROJECT = "target ON webhooks.project_id = target.project_id CROSS JOIN 
 _ENDED = "CASE WHEN :completed = 1 THEN 'run.completed' ELSE 'run.failed' END"
 
 
-def _pg_run(modify: str, set_clause: str, event: str, data: str = "''", **types: Any) -> sa.TextClause:
+def _pg_run(modify: str, set_clause: str, event: str, more: str = "''", **types: Any) -> sa.TextClause:
     return _run_statement(
         f"WITH target AS (SELECT {_columns('agents.')}, {_SPEC_TIMES} {_VISIBLE_AGENT} "
         "FOR UPDATE OF agents), "
@@ -125,7 +125,7 @@ def _pg_run(modify: str, set_clause: str, event: str, data: str = "''", **types:
         f"changed AS (UPDATE agents SET {set_clause} FROM run WHERE agents.id = run.agent_id "
         f"RETURNING {_columns('agents.')}), "
         # Data-modifying CTEs run whether or not the query reads them.
-        f"outbox AS ({_outbox(event, 'run.session_id', _PG_RUN_PROJECT, data)}) "
+        f"outbox AS ({_outbox(event, 'run.session_id', _PG_RUN_PROJECT, more)}) "
         f"SELECT {_columns('changed.')}, true AS changed, {_SPEC_TIME_FIELDS} FROM changed, target "
         f"UNION ALL SELECT {_columns('target.')}, false AS changed, {_SPEC_TIME_FIELDS} FROM target "
         "WHERE NOT EXISTS (SELECT FROM changed)",
