@@ -304,7 +304,8 @@ class FinishAgentRunRequest(_message.Message):
     user_id: _builtins.str
     """The user whose chat the run served (for its ledger entries)."""
     cancelled: _builtins.bool
-    """termination): its end is reported as cancelled (webhooks' `outcome`, A2A `canceled`), not
+    """True when the run was cancelled (by its caller, an interrupting message, or its agent's
+    termination): its end is reported as cancelled (webhooks' `outcome`, A2A `canceled`), not
     failed. Never with `completed`.
     """
     @_builtins.property
@@ -312,7 +313,6 @@ class FinishAgentRunRequest(_message.Message):
         """The run's own model calls (not its delegations', which report their own), per model: its
         entries in the cost ledger. Recorded once per run and model, however often the call is
         retried.
-        True when the run was cancelled (by its caller, an interrupting message, or its agent's
         """
 
     def __init__(
@@ -1355,9 +1355,9 @@ class SetTaskPushConfigRequest(_message.Message):
     catch_up_input_request_id: _builtins.str
     """The request for input the task waits on, when it was suspended before the config was stored:
     its `run.input_requested` is notified to this config alone, once.
-    The task's end among `catch_up_events` (`run.failed`) was a cancel: notified as cancelled.
     """
     catch_up_cancelled: _builtins.bool
+    """The task's end among `catch_up_events` (`run.failed`) was a cancel: notified as cancelled."""
     @_builtins.property
     def config(self) -> Global___TaskPushConfig:
         """The config (`id` empty: a new one)."""
