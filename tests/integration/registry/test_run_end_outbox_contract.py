@@ -11,21 +11,10 @@ import json
 from agentmesh.registry.models import PageRequest
 from agentmesh.registry.runs.input_models import Cancellation
 from agentmesh.registry.store import RegistryStore, RunLease, Visibility
-from agentmesh.registry.webhooks.models import SUBSCRIBABLE, Webhook
+from agentmesh.registry.webhooks.models import SUBSCRIBABLE
 from tests.integration.registry.test_input_request_store_contract import LEASE, _raised
 from tests.integration.registry.test_store_contract import T0, _world
-
-
-def _hook(hook_id: str, project_id: str, run_id: str = "") -> Webhook:
-    return Webhook(
-        id=hook_id,
-        project_id=project_id,
-        url="https://receiver.example/hook",
-        events=SUBSCRIBABLE,
-        secret="",
-        created_at=T0,
-        run_id=run_id,
-    )
+from tests.integration.registry.test_webhook_store_contract import _webhook
 
 
 async def _enqueued(store: RegistryStore, hook_id: str) -> list[tuple[str, str, str, str]]:
@@ -46,8 +35,9 @@ async def test_a_cancelled_tree_enqueues_its_ends_and_the_top_task_its_wait_once
     owner, _, project, agent = await _world(registry_store)
     visible = Visibility(owner, everything=False)
     async with registry_store.write() as tx:
-        await tx.insert_webhook(_hook("project-hook", project.id))
-        await tx.insert_webhook(_hook("top-task", project.id, run_id="top"))
+        await tx.insert_webhook(_webhook(project.id, "project-hook", *SUBSCRIBABLE))
+        task_push = _webhook(project.id, "top-task", *SUBSCRIBABLE).model_copy(update={"run_id": "top"})
+        await tx.insert_webhook(task_push)
     for run_id in ("top", "run-1"):
         await registry_store.start_run(
             visible, agent.id, run_id, T0, lease=RunLease("s-1", "exec-x", T0 + LEASE)
