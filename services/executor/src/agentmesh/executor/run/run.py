@@ -469,14 +469,12 @@ class Run:
     def _report_end(
         self, result: RunResult | None, *, cancelled: bool = False, urgent: bool = False
     ) -> asyncio.Future[None]:
-        """Hands the run's end (whether it answered or was cancelled, its usage) to the finisher,
-        which reports it to the registry; done once the registry took it. `urgent`: without the
-        batch window."""
+        """Hands the run's end (answered, cancelled or failed; its usage) to the finisher, which
+        reports it to the registry: a future done once the registry took it (`urgent`: at once)."""
         self._end_reported = True
         # What its own model calls used, answered or not (its delegations report their own).
         meter = self.scope.meter if self.scope is not None else UsageMeter()
-        usage = meter.total
-        principal = current_principal.get()
+        usage, principal = meter.total, current_principal.get()
         return self._services.finisher.finish(
             self.spec.agent.id,
             self.run_id,
