@@ -26,6 +26,7 @@ from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct, Value
 
 from tests.integration.gateway.a2a_client import BINDINGS, a2a_client, fetch_card, send_request
+from tests.integration.gateway.delegating import asking_worker_and_coordinator
 from tests.integration.gateway.support import Agent, Api, asking_agent
 
 State = a2a_pb2.TaskState
@@ -220,15 +221,7 @@ async def test_an_approval_is_answered_with_approve_and_the_call_runs(
 async def test_a_delegated_workers_question_makes_the_task_input_required(
     binding: str, api: Api, http: httpx.AsyncClient
 ) -> None:
-    worker = await asking_agent(api, QUESTION, "Lisbon it is.")
-    delegation = {"name": "delegate", "arguments": {"agent": worker.name, "task": "pick a city"}}
-    coordinator = await api.agent(
-        worker.owner,
-        name="coordinator",
-        project={"id": worker.project_id, "slug": worker.project_slug},
-        mock_responses=[{"content": "", "tool_calls": [delegation]}, "Coordinated."],
-        network_access=[worker.name],
-    )
+    _, coordinator = await asking_worker_and_coordinator(api, QUESTION, "Lisbon it is.")
     card = await fetch_card(http, coordinator)
     async with a2a_client(card, binding, coordinator.owner.token, streaming=False) as client:
         [first] = await sent(client, send_request("Book me a trip."))

@@ -8,17 +8,20 @@ the client's token, through to completion. The card says it supports them."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
-from a2a.client import A2AClientError
+from a2a.client import A2AClientError, Client
 from a2a.types import a2a_pb2
 from a2a.utils import errors as a2a_errors
 
 from tests.integration.gateway.a2a_client import BINDINGS, a2a_client, fetch_card, send_request
-from tests.integration.gateway.support import Api, asking_agent
+from tests.integration.gateway.delegating import asking_worker_and_coordinator
+from tests.integration.gateway.support import Agent, Api, asking_agent
 from tests.polling import eventually
-from tests.webhook_receiver import webhook_receiver
+from tests.webhook_receiver import Receiver, webhook_receiver
 
 State = a2a_pb2.TaskState
 pytestmark = pytest.mark.parametrize("binding", BINDINGS)
@@ -34,6 +37,41 @@ def _config(task_id: str, url: str, config_id: str = "") -> a2a_pb2.TaskPushNoti
         token=TOKEN,
         authentication=a2a_pb2.AuthenticationInfo(scheme="Bearer", credentials=CREDENTIALS),
     )
+
+
+async def _until_pushed(receiver: Receiver, *states: str, what: str) -> None:
+    async def pushed() -> bool:
+        return set(states) <= set(_states(receiver))
+
+    await eventually(pushed, timeout=30, what=f"{what} pushed")
+
+
+async def _answered(client: Client, task: a2a_pb2.Task, text: str) -> a2a_pb2.Task:
+    """The task after the next message on it, which answers its question."""
+    answer = send_request(text)
+    answer.message.task_id = task.id
+    return (await anext(client.send_message(answer))).task
+
+
+def _states(receiver: Receiver) -> list[str]:
+    """The task states pushed, one per delivery (a repeat of one carries the same webhook-id)."""
+    unique = {r.headers["webhook-id"]: r for r in receiver.delivered()}
+    return [json.loads(r.body)["statusUpdate"]["status"]["state"] for r in unique.values()]
+
+
+@asynccontextmanager
+async def watched_task(
+    http: httpx.AsyncClient, binding: str, agent: Agent
+) -> AsyncIterator[tuple[Receiver, Client, a2a_pb2.Task]]:
+    """A loopback receiver, a client, and the task a message to `agent` started with a push
+    config for the receiver."""
+    card = await fetch_card(http, agent)
+    async with (
+        webhook_receiver() as receiver,
+        a2a_client(card, binding, agent.owner.token, streaming=False) as client,
+    ):
+        request = send_request("book", task_push_notification_config=_config("", receiver.url, "w"))
+        yield receiver, client, (await anext(client.send_message(request))).task
 
 
 async def test_a_tasks_configs_are_set_read_listed_and_deleted(
@@ -150,29 +188,73 @@ async def test_a_task_waiting_for_input_is_pushed_and_then_its_end(
     binding: str, api: Api, http: httpx.AsyncClient
 ) -> None:
     agent = await asking_agent(api, "Which city?", "Booked for Lisbon.")
+    async with watched_task(http, binding, agent) as (receiver, client, task):
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
+
+        await _until_pushed(receiver, "TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", what="its wait")
+        assert (await _answered(client, task, "Lisbon")).status.state == State.TASK_STATE_COMPLETED
+        await _until_pushed(receiver, "TASK_STATE_COMPLETED", what="the task's end")
+        assert all(r.headers["x-a2a-notification-token"] == TOKEN for r in receiver.delivered())
+
+
+async def test_a_task_cancelled_while_it_runs_is_pushed_canceled(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    agent = await api.agent(mock_responses=[{"content": "part " * 2000, "delay_seconds": 0.05}])
     card = await fetch_card(http, agent)
     async with (
         webhook_receiver() as receiver,
-        a2a_client(card, binding, agent.owner.token, streaming=False) as client,
+        a2a_client(card, binding, agent.owner.token, streaming=False, polling=True) as client,
     ):
-        request = send_request("book", task_push_notification_config=_config("", receiver.url, "w"))
-        task = (await anext(client.send_message(request))).task
+        task = (await anext(client.send_message(send_request("go")))).task
+        assert task.status.state == State.TASK_STATE_WORKING
+        await client.create_task_push_notification_config(_config(task.id, receiver.url, "w"))
+
+        async def working() -> bool:
+            return await api.status(agent) == "working"
+
+        await eventually(working, what="the run under way")
+        cancelled = await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == State.TASK_STATE_CANCELED
+
+        await _until_pushed(receiver, "TASK_STATE_CANCELED", what="the task's cancel")
+        # Its one end, cancelled, not failed (a config set on a running task is told what follows).
+        assert _states(receiver) == ["TASK_STATE_CANCELED"]
+
+
+async def test_a_waiting_task_cancelled_is_pushed_canceled(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    agent = await asking_agent(api, "Which city?", "Booked.")
+    async with watched_task(http, binding, agent) as (receiver, client, task):
+        assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
+        cancelled = await client.cancel_task(a2a_pb2.CancelTaskRequest(id=task.id))
+        assert cancelled.status.state == State.TASK_STATE_CANCELED
+
+        # Its end is recorded by the executor that takes the cancelled run, then closes it.
+        states = ("TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_CANCELED")
+        await _until_pushed(receiver, *states, what="the waiting task's cancel")
+        assert sorted(_states(receiver)) == [
+            "TASK_STATE_CANCELED",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_WORKING",
+        ]
+
+
+async def test_a_task_waiting_on_its_workers_question_is_pushed_input_required_once(
+    binding: str, api: Api, http: httpx.AsyncClient
+) -> None:
+    _, coordinator = await asking_worker_and_coordinator(api, "Which city?", "Lisbon it is.")
+    async with watched_task(http, binding, coordinator) as (receiver, client, task):
         assert task.status.state == State.TASK_STATE_INPUT_REQUIRED
 
-        def states() -> set[str]:
-            return {json.loads(r.body)["statusUpdate"]["status"]["state"] for r in receiver.delivered()}
-
-        async def asked() -> bool:
-            return states() == {"TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"}
-
-        await eventually(asked, timeout=30, what="the task's wait for input pushed")
-        answer = send_request("Lisbon")
-        answer.message.task_id = task.id
-        done = (await anext(client.send_message(answer))).task
-        assert done.status.state == State.TASK_STATE_COMPLETED
-
-        async def ended() -> bool:
-            return "TASK_STATE_COMPLETED" in states()
-
-        await eventually(ended, timeout=30, what="the task's end pushed")
-        assert all(r.headers["x-a2a-notification-token"] == TOKEN for r in receiver.delivered())
+        await _until_pushed(receiver, "TASK_STATE_INPUT_REQUIRED", what="its wait on its worker's question")
+        assert (await _answered(client, task, "Lisbon")).status.state == State.TASK_STATE_COMPLETED
+        await _until_pushed(receiver, "TASK_STATE_WORKING", "TASK_STATE_COMPLETED", what="the task's end")
+        # Once: the top task's config, not the worker's run, is told; each state a single delivery.
+        assert sorted(_states(receiver)) == [
+            "TASK_STATE_COMPLETED",
+            "TASK_STATE_INPUT_REQUIRED",
+            "TASK_STATE_WORKING",
+        ]
+        assert {json.loads(r.body)["statusUpdate"]["taskId"] for r in receiver.delivered()} == {task.id}

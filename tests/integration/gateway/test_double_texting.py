@@ -7,6 +7,7 @@ registry decides, so it holds when the messages arrive through two gateways on t
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.integration.gateway.support import Agent, Api, suffix
 from tests.integration.gateway.test_public_grpc import reason
 from tests.mesh import bearer
 from tests.polling import eventually
+from tests.webhook_receiver import webhook_receiver
 
 # About a second per run: 11 chunks of 64 characters, 0.1 s apart.
 SLOW = {"content": "word " * 130, "delay_seconds": 0.1}
@@ -182,13 +184,35 @@ async def test_concurrent_rejecting_messages_let_exactly_one_run(channel: grpc.a
 
 async def test_interrupt_cancels_the_run_in_flight_then_runs(channel: grpc.aio.Channel, api: Api) -> None:
     agent = await api.agent(mock_responses=[VERY_SLOW])
-    chats = Chats(channel, api, agent)
-    first = asyncio.create_task(chats.run("one"))
-    await eventually(lambda: _has(chats, "one"), what="the first message recorded")
-    agent_fast = await _rescript(api, agent, ["done"], chats.session_id)
-    second, ended_at_start = await chats.run("two", "interrupt")
+    async with webhook_receiver() as receiver:
+        hooks = f"/api/v1/projects/{agent.project_id}/webhooks"
+        made = await api.http.post(
+            hooks,
+            json={"url": receiver.url, "events": ["run.completed", "run.failed"]},
+            headers=agent.owner.headers,
+        )
+        assert made.status_code == 201, made.text
+        chats = Chats(channel, api, agent)
+        first = asyncio.create_task(chats.run("one"))
+        await eventually(lambda: _has(chats, "one"), what="the first message recorded")
+        agent_fast = await _rescript(api, agent, ["done"], chats.session_id)
+        second, ended_at_start = await chats.run("two", "interrupt")
+
+        async def both_ended() -> bool:
+            return len(receiver.delivered()) >= 2
+
+        await eventually(both_ended, timeout=30, what="both runs' ends delivered")
+        # The interrupted run's end is a cancel, told apart from a failure by its outcome.
+        ends = {
+            body["data"]["run_id"]: (body["type"], body["data"]["outcome"])
+            for body in (json.loads(r.body) for r in receiver.delivered())
+        }
 
     first_events, _ = await first
+    assert ends == {
+        first_events[0].run_id: ("run.failed", "cancelled"),
+        second[0].run_id: ("run.completed", "completed"),
+    }
     assert first_events[-1].HasField("run_failed"), first_events[-1]
     assert first_events[-1].run_failed.code == "CANCELLED"
     assert "interrupted by a newer message" in first_events[-1].run_failed.message

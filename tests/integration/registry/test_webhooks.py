@@ -155,6 +155,50 @@ async def test_every_run_event_arrives_signed_and_retried(registry_service: Runn
             assert violation_fields(error) == {wrong}
 
 
+async def test_a_runs_end_says_its_outcome_and_a_cancel_is_not_a_failure(
+    registry_service: RunningService,
+) -> None:
+    async with (
+        service_channel(registry_service.address, JWT_SECRET) as channel,
+        webhook_receiver() as receiver,
+    ):
+        stub, client = pb_grpc.RegistryServiceStub(channel), RegistryClient(channel)
+        worker = await _worker(channel)
+        webhook = await _subscribe(stub, worker, receiver)
+        agent, system = worker.agent.id, worker.system
+        for run_id in ("run-done", "run-broken", "run-cancelled", "run-both"):
+            await client.start_agent_run(
+                agent, run_id, session_id="s-1", executor_id="exec-x", metadata=system
+            )
+        await client.finish_agent_run(agent, "run-done", completed=True, metadata=system)
+        await client.finish_agent_run(agent, "run-broken", completed=False, metadata=system)
+        await client.finish_agent_run(
+            agent, "run-cancelled", completed=False, cancelled=True, metadata=system
+        )
+        # Completed and cancelled at once is a bad report: refused naming the field, nothing recorded.
+        error = await rpc_error(
+            client.finish_agent_run(agent, "run-both", completed=True, cancelled=True, metadata=system)
+        )
+        assert error.code == grpc.StatusCode.INVALID_ARGUMENT and violation_fields(error) == {"cancelled"}
+
+        await eventually(lambda: _arrived(receiver, 7), what="four starts and three ends delivered")
+        unique = {request.headers["webhook-id"]: request for request in receiver.delivered()}
+        ends = {
+            p["data"]["run_id"]: (p["type"], p["data"]["outcome"])
+            for p in (request.verified(webhook.secret) for request in unique.values())
+            if p["type"] != "run.started"
+        }
+        # A cancel is `run.failed` (what a subscriber to failures expects) with its own outcome.
+        assert ends == {
+            "run-done": ("run.completed", "completed"),
+            "run-broken": ("run.failed", "failed"),
+            "run-cancelled": ("run.failed", "cancelled"),
+        }
+        # The refused run is still in flight: its real end is recorded later.
+        await client.finish_agent_run(agent, "run-both", completed=False, cancelled=True, metadata=system)
+        await eventually(lambda: _arrived(receiver, 8), what="the refused run's later end delivered")
+
+
 async def _arrived(receiver: Receiver, count: int) -> bool:
     return len({request.headers["webhook-id"] for request in receiver.delivered()}) >= count
 

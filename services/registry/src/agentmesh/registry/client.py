@@ -139,10 +139,16 @@ class RegistryClient(ResourceCalls):
         completed: bool,
         tokens_used: int = 0,
         cost: float = 0.0,
+        cancelled: bool = False,
         metadata: Metadata | None = None,
     ) -> resources_pb2.Agent:
         request = internal_pb.FinishAgentRunRequest(
-            agent_id=agent_id, run_id=run_id, completed=completed, tokens_used=tokens_used, cost=cost
+            agent_id=agent_id,
+            run_id=run_id,
+            completed=completed,
+            tokens_used=tokens_used,
+            cost=cost,
+            cancelled=cancelled,
         )
         return (await unary(self.internal_stub.FinishAgentRun, request, metadata=metadata)).agent
 
@@ -257,6 +263,7 @@ class RegistryClient(ResourceCalls):
         session_id: str,
         catch_up_events: Sequence[str] = (),
         catch_up_input_request_id: str = "",
+        catch_up_cancelled: bool = False,
         validate_only: bool = False,
         metadata: Metadata | None = None,
     ) -> internal_pb.TaskPushConfig:
@@ -267,6 +274,7 @@ class RegistryClient(ResourceCalls):
             session_id=session_id,
             catch_up_events=catch_up_events,
             catch_up_input_request_id=catch_up_input_request_id,
+            catch_up_cancelled=catch_up_cancelled,
             validate_only=validate_only,
         )
         response = await unary(self.internal_stub.SetTaskPushConfig, request, metadata=metadata)

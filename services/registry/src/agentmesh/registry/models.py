@@ -442,6 +442,8 @@ class FinishedRun(Model):
     completed: bool
     tokens_used: int
     cost: float
+    # Cancelled rather than failed (never with `completed`): its end is reported as a cancel.
+    cancelled: bool = False
     session_id: str = ""
     user_id: str = ""
     model_usage: tuple[ModelUsageReport, ...] = ()

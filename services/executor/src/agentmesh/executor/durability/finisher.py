@@ -113,18 +113,20 @@ class RunFinisher:
         completed: bool,
         tokens_used: int,
         cost: float,
+        cancelled: bool = False,
         session_id: str = "",
         user_id: str = "",
         model_usage: Sequence[registry_internal_service_pb2.ModelUsage] = (),
         urgent: bool = False,
     ) -> asyncio.Future[None]:
-        """Hands a run's end over, with its entries for the cost ledger (`model_usage`); the
-        registry hears of it shortly (`urgent`: at once, without the window). The future is done
-        once the registry took it, or it was given up."""
+        """Hands a run's end over (`cancelled`: it was cancelled, not failed), with its entries
+        for the cost ledger (`model_usage`); the registry hears of it shortly (`urgent`: at once,
+        without the window). The future is done once the registry took it, or it was given up."""
         run = registry_internal_service_pb2.FinishAgentRunRequest(
             agent_id=agent_id,
             run_id=run_id,
             completed=completed,
+            cancelled=cancelled,
             tokens_used=tokens_used,
             cost=cost,
             session_id=session_id,

@@ -378,7 +378,7 @@ class Run:
             return await self._end_loop(self.scope, ending)
         finally:
             if ending.registry_started and not self._end_reported and not self._given_up():
-                self._report_end(ending.result)
+                self._report_end(ending.result, cancelled=ending.cancelled)
 
     async def _end_before_loop(self, ending: Ending) -> None:
         """A run refused or cancelled before its loop began leaves with the gRPC status; a resumed
@@ -418,7 +418,7 @@ class Run:
         if ending.cancelled:
             await record_cancelled(scope, ending.reason, cleanup_timeout_seconds=cleanup)
             if ending.reason:
-                await self._release_turn(None)
+                await self._release_turn(None, cancelled=True)
                 # Cancelled from here (the agent was terminated), not by the caller: it still
                 # listens, and learns why.
                 cancelled = grpc.StatusCode.CANCELLED.name
@@ -454,7 +454,7 @@ class Run:
         scope.sink.close()
         return result
 
-    async def _release_turn(self, result: RunResult | None) -> None:
+    async def _release_turn(self, result: RunResult | None, *, cancelled: bool = False) -> None:
         """A run that is its session's turn reports its end before its caller sees the end, so
         that the caller's next message finds the session free (the finisher sends it without its
         batch window). The wait is bounded: a registry that does not answer delays the caller's
@@ -462,22 +462,24 @@ class Run:
         delivered. Other runs' ends are reported once their stream ended (`end`)."""
         if not self.double_texting:
             return
-        taken = self._report_end(result, urgent=True)
+        taken = self._report_end(result, cancelled=cancelled, urgent=True)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(taken), self._services.cleanup_timeout_seconds)
 
-    def _report_end(self, result: RunResult | None, *, urgent: bool = False) -> asyncio.Future[None]:
-        """Hands the run's end (whether it answered, its usage) to the finisher, which reports it
-        to the registry; done once the registry took it. `urgent`: without the batch window."""
+    def _report_end(
+        self, result: RunResult | None, *, cancelled: bool = False, urgent: bool = False
+    ) -> asyncio.Future[None]:
+        """Hands the run's end (answered, cancelled or failed; its usage) to the finisher, which
+        reports it to the registry: a future done once the registry took it (`urgent`: at once)."""
         self._end_reported = True
         # What its own model calls used, answered or not (its delegations report their own).
         meter = self.scope.meter if self.scope is not None else UsageMeter()
-        usage = meter.total
-        principal = current_principal.get()
+        usage, principal = meter.total, current_principal.get()
         return self._services.finisher.finish(
             self.spec.agent.id,
             self.run_id,
             completed=result is not None,
+            cancelled=cancelled and result is None,
             tokens_used=usage.total_tokens,
             cost=usage.cost,
             session_id=self.request.session_id,

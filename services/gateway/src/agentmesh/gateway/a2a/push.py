@@ -76,6 +76,7 @@ class TaskPushConfigs:
                 field=field,
                 catch_up=[end] if end else [],
                 input_request_id=asked,
+                cancelled=status.state == TaskState.TASK_STATE_CANCELED,
             )
 
     async def get(
@@ -118,6 +119,7 @@ class TaskPushConfigs:
         field: str,
         catch_up: list[str] | None = None,
         input_request_id: str = "",
+        cancelled: bool = False,
         validate_only: bool = False,
     ) -> a2a_pb2.TaskPushNotificationConfig:
         task = task or a2a_pb2.Task()  # checked before the task exists
@@ -138,6 +140,7 @@ class TaskPushConfigs:
                 session_id=task.context_id,
                 catch_up_events=catch_up or (),
                 catch_up_input_request_id=input_request_id,
+                catch_up_cancelled=cancelled,
                 validate_only=validate_only,
                 metadata=caller.metadata,
             )

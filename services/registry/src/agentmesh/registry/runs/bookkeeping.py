@@ -157,6 +157,8 @@ class RunBookkeeping:
             violations.append(FieldViolation("tokens_used", "must not be negative"))
         if run.cost < 0:
             violations.append(FieldViolation("cost", "must not be negative"))
+        if run.cancelled and run.completed:
+            violations.append(FieldViolation("cancelled", "a completed run was not cancelled"))
         raise_if(violations + report_violations(run))
         now = self._now()
         change = await self._store.finish_run(
@@ -167,6 +169,7 @@ class RunBookkeeping:
             completed=run.completed,
             tokens_used=run.tokens_used,
             cost=run.cost,
+            cancelled=run.cancelled,
         )
         if change is None:
             raise AgentNotFound("agent not found")

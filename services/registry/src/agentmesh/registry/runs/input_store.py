@@ -14,6 +14,7 @@ with `BEGIN IMMEDIATE`, which serializes them all."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
@@ -38,6 +39,8 @@ from agentmesh.registry.runs.input_models import InputRequest, InputRequestState
 from agentmesh.registry.runs.run_waits import (
     add_waits,
     add_waits_in,
+    asked_below,
+    asked_below_in,
     parked_until,
     release,
     release_in,
@@ -69,6 +72,15 @@ _ASKED = WebhookEvent.RUN_INPUT_REQUESTED
 async def _enqueue_input_requested(connection: AsyncConnection, request: InputRequest, now: datetime) -> None:
     """`run.input_requested` for the project's webhooks, in the transaction that suspends the run."""
     await enqueue_on(connection, request.project_id, _ASKED, request.id, now, **input_requested(request))
+
+
+def _asked_below(run: RunKey, session_id: str, request_id: str) -> dict[str, str]:
+    """`run.input_requested` for the push configs of a run parked on a question asked below it (a
+    delegated run's): its task waits for input too. Its occurrence is the request below — what
+    the gateway's catch-up names for such a task — so it is notified once. The project's webhooks
+    had the request's own event."""
+    data = json.dumps({"input_request_id": request_id})
+    return {"agent_id": run[0], "run_id": run[1], "session_id": session_id, "data": data}
 
 
 class SqlInputRequestStore(SqlRunCancels, InputRequestStore):
@@ -123,6 +135,9 @@ class SqlInputRequestStore(SqlRunCancels, InputRequestStore):
                     await _enqueue_input_requested(connection, stored[request.id], now)
             pending = await _requests(connection, _of_run(run), _INPUTS.c.state == _PENDING)
             waiting = await add_waits(connection, run, waits_on)
+            if waiting and (below := await asked_below(connection, waits_on)):
+                fields = _asked_below(run, held.session_id, below)
+                await enqueue_on(connection, agent.project_id, _ASKED, below, now, task_only=True, **fields)
             await connection.execute(
                 sa.update(_RUNS)
                 .where(this_run)
@@ -361,6 +376,9 @@ class InMemoryInputRequestStore(InMemoryRunCancels, InputRequestStore):
                 r.expires_at for r in run_requests_in(state, run) if r.state is InputRequestState.PENDING
             ]
             waiting = add_waits_in(state, run, waits_on)
+            if waiting and (below := asked_below_in(state, waits_on)):
+                fields = _asked_below(run, lease.session_id, below)
+                enqueue_in_memory(state, agent.project_id, _ASKED, below, now, task_only=True, **fields)
             state.leases[run] = dataclasses.replace(
                 lease,
                 suspended=True,

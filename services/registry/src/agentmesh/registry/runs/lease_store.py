@@ -33,8 +33,10 @@ from agentmesh.registry.runs.input_store import (
 from agentmesh.registry.runs.run_waits import parked_until, release_on, waits_left
 from agentmesh.registry.runs.turn_store import InMemorySessionTurns, SqlSessionTurns
 from agentmesh.registry.store.interface import OrphanedRun, RunKey, RunLeaseStore
-from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE, UNPARK_UPDATE
+from agentmesh.registry.store.statements import FINISH_UPDATE, RESUME_UPDATE, RUN_OUTBOX, UNPARK_UPDATE
 from agentmesh.registry.tables import AgentRow, AgentRunRow
+from agentmesh.registry.webhooks.models import RunOutcome
+from agentmesh.registry.webhooks.store import enqueue_in_memory
 
 _RUNS = AgentRunRow.__table__
 _AGENTS = AgentRow.__table__
@@ -137,15 +139,30 @@ class SqlRunLeaseStore(SqlSessionTurns, RunLeaseStore):
             gone = []
             for agent_id, run_id in runs:
                 deleted = await connection.execute(
-                    sa.delete(_RUNS).where(
+                    sa.delete(_RUNS)
+                    .where(
                         _RUNS.c.agent_id == agent_id,
                         _RUNS.c.run_id == run_id,
                         _RUNS.c.executor_id == executor_id,
                         _RUNS.c.orphaned,
                     )
+                    .returning(_RUNS.c.session_id, _RUNS.c.cancelled_by)
                 )
-                if deleted.rowcount:
-                    gone.append(run_id)
+                row = deleted.first()
+                if row is None:
+                    continue
+                gone.append(run_id)
+                if row.cancelled_by:  # its taker recorded the cancelled end: the run's one end
+                    await connection.execute(
+                        RUN_OUTBOX,
+                        {
+                            "agent_id": agent_id,
+                            "run_id": run_id,
+                            "now": now,
+                            "session_id": row.session_id,
+                            **_cancelled_end(),
+                        },
+                    )
             # A closed run has ended: the runs parked on it wait on it no more.
             return await release_on(connection, gone, now) if gone else 0
 
@@ -291,6 +308,11 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
                 if lease is not None and lease.orphaned and lease.executor_id == executor_id:
                     del state.leases[key]
                     gone.append(key[1])
+                    if lease.cancelled_by:  # its taker recorded the cancelled end: the run's one end
+                        project_id = state.agents[key[0]].value.project_id
+                        end = RunOutcome.CANCELLED
+                        fields = {"agent_id": key[0], "run_id": key[1], "session_id": lease.session_id}
+                        enqueue_in_memory(state, project_id, end.event, key[1], now, data=end.data, **fields)
             return release_due_in(state, gone, now) if gone else 0
 
     async def resume(
@@ -305,6 +327,12 @@ class InMemoryRunLeaseStore(InMemorySessionTurns, RunLeaseStore):
                     state.runs.add(key)
                     _count_run(state, key[0], now, counted_in=True)
         return lost
+
+
+def _cancelled_end() -> dict[str, str]:
+    """A cancelled run's end event, as RUN_OUTBOX takes it. Closing an orphan not cancelled
+    enqueues nothing: only its taker read how it ended (the log may hold its answer)."""
+    return {"event": RunOutcome.CANCELLED.event.value, "data": RunOutcome.CANCELLED.data}
 
 
 def _holding(state: State, executor_id: str, runs: Sequence[RunKey]) -> tuple[list[RunKey], list[RunKey]]:

@@ -110,6 +110,27 @@ async def _asks(connection: AsyncConnection, run: RunKey) -> bool:
     return (await connection.execute(pending.limit(1))).first() is not None
 
 
+async def asked_below(connection: AsyncConnection, run_ids: Sequence[str]) -> str | None:
+    """The oldest request still pending in the runs a parked run waits on (`run_ids`) or below
+    them: what a person is asked on its behalf. None when nothing below asks."""
+    level, seen = list(run_ids), set(run_ids)
+    while level:
+        asked = (
+            await connection.execute(
+                sa.select(_INPUTS.c.id)
+                .where(_INPUTS.c.run_id.in_(level), _INPUTS.c.state == _PENDING)
+                .order_by(_INPUTS.c.created_at, _INPUTS.c.id)
+                .limit(1)
+            )
+        ).first()
+        if asked is not None:
+            return str(asked.id)
+        rows = await connection.execute(sa.select(_WAITS.c.child_run_id).where(_WAITS.c.run_id.in_(level)))
+        level = [row.child_run_id for row in rows if row.child_run_id not in seen]
+        seen.update(level)
+    return None
+
+
 async def children_of(connection: AsyncConnection, run: RunKey) -> list[str]:
     """The runs below `run` it waits on."""
     return await _children(connection, run)
@@ -142,6 +163,28 @@ def add_waits_in(state: State, run: RunKey, child_run_ids: Sequence[str]) -> boo
     if children:
         state.run_waits[run] = frozenset(children)
     return bool(children)
+
+
+def asked_below_in(state: State, run_ids: Sequence[str]) -> str | None:
+    """`asked_below` on the in-memory state."""
+    level, seen = set(run_ids), set(run_ids)
+    while level:
+        pending = [
+            r
+            for r in state.input_requests.values()
+            if r.run_id in level and r.state is InputRequestState.PENDING
+        ]
+        if pending:
+            return min(pending, key=lambda r: (r.created_at, r.id)).id
+        level = {
+            child
+            for (_, run_id), children in state.run_waits.items()
+            if run_id in level
+            for child in children
+        }
+        level -= seen
+        seen |= level
+    return None
 
 
 def release_in(state: State, run_ids: Sequence[str]) -> list[RunKey]:

@@ -39,7 +39,7 @@ from agentmesh.registry.store.interface import (
     Visibility,
 )
 from agentmesh.registry.usage.store import InMemoryUsageLedgerStore, UsageLedgerStore
-from agentmesh.registry.webhooks.models import WebhookEvent
+from agentmesh.registry.webhooks.models import RunOutcome, WebhookEvent
 from agentmesh.registry.webhooks.outbox_store import InMemoryWebhookOutboxStore, WebhookOutboxStore
 from agentmesh.registry.webhooks.store import InMemoryWebhooks, enqueue_in_memory
 
@@ -131,20 +131,30 @@ class InMemoryRegistryStore(RegistryStore):
         completed: bool,
         tokens_used: int,
         cost: float,
+        cancelled: bool = False,
     ) -> RunChange | None:
+        outcome = RunOutcome.of(completed=completed, cancelled=cancelled)
+
         def finish(agent: Agent, runs: set[tuple[str, str]]) -> Agent | None:
             if (agent_id, run_id) not in runs:
                 return None
             runs.discard((agent_id, run_id))
             lease = self._state_leases().pop((agent_id, run_id), None)
-            event = WebhookEvent.RUN_COMPLETED if completed else WebhookEvent.RUN_FAILED
-            self._enqueue(agent, event, run_id, lease.session_id if lease else "", now)
+            session_id = lease.session_id if lease else ""
+            self._enqueue(agent, outcome.event, run_id, session_id, now, data=outcome.data)
             return run_finished(agent, now, completed=completed, tokens_used=tokens_used, cost=cost)
 
         return await self._run_change(visibility, agent_id, finish)
 
     def _enqueue(
-        self, agent: Agent, event: WebhookEvent, run_id: str, session_id: str, now: datetime
+        self,
+        agent: Agent,
+        event: WebhookEvent,
+        run_id: str,
+        session_id: str,
+        now: datetime,
+        *,
+        data: str = "",
     ) -> None:
         assert self._drafting is not None  # in the write that records the run
         enqueue_in_memory(
@@ -156,6 +166,7 @@ class InMemoryRegistryStore(RegistryStore):
             agent_id=agent.id,
             run_id=run_id,
             session_id=session_id,
+            data=data,
         )
 
     def _state_leases(self) -> dict[RunKey, StoredLease]:

@@ -315,8 +315,10 @@ class RegistryStore(abc.ABC):
         completed: bool,
         tokens_used: int,
         cost: float,
+        cancelled: bool = False,
     ) -> RunChange | None:
-        """Forgets the in-flight run, adds its usage and enqueues `run.completed` (or `run.failed`)
-        for the project's webhooks, atomically; the agent is idle again when
+        """Forgets the in-flight run, adds its usage and enqueues `run.completed` (or `run.failed`,
+        its `outcome` `failed` or, when `cancelled`, `cancelled`) for the project's webhooks and
+        the run's push configs, atomically; the agent is idle again when
         it was working and no run is left. Nothing changes when the run was not in flight (a
         retried finish). None when the agent does not exist or is not visible."""

@@ -53,9 +53,9 @@ from agentmesh.registry.store.statements import (
     PG_FINISH_RUN,
     PG_START_RUN,
     RESOLVE,
+    RUN_OUTBOX,
     SQLITE_ADD_RUN,
     SQLITE_FINISH_UPDATE,
-    SQLITE_OUTBOX,
     SQLITE_REMOVE_RUN,
     SQLITE_RUN_SESSION,
     SQLITE_START_UPDATE,
@@ -67,6 +67,7 @@ from agentmesh.registry.tables import (
     Base,
 )
 from agentmesh.registry.usage.store import SqlUsageLedgerStore, UsageLedgerStore
+from agentmesh.registry.webhooks.models import RunOutcome
 from agentmesh.registry.webhooks.outbox_store import SqlWebhookOutboxStore, WebhookOutboxStore
 from agentmesh.registry.webhooks.store import SqlWebhooks
 
@@ -138,7 +139,7 @@ class SqlRegistryStore(RegistryStore):
             lease_expires_at=lease.expires_at if lease else None,
         )
         if self._sqlite:
-            params["event"] = "run.started"
+            params.update(event="run.started", data="")
             return await self._sqlite_run(SQLITE_ADD_RUN, SQLITE_START_UPDATE, params)
         asked = time.monotonic()
         async with self._autocommit.connect() as connection:
@@ -155,11 +156,13 @@ class SqlRegistryStore(RegistryStore):
         completed: bool,
         tokens_used: int,
         cost: float,
+        cancelled: bool = False,
     ) -> RunChange | None:
         params = _run_parameters(visibility, agent_id, run_id, now)
-        params.update(completed=int(completed), tokens_used=tokens_used, cost=cost)
+        outcome = RunOutcome.of(completed=completed, cancelled=cancelled)
+        params.update(completed=int(completed), tokens_used=tokens_used, cost=cost, data=outcome.data)
         if self._sqlite:
-            params["event"] = "run.completed" if completed else "run.failed"
+            params["event"] = outcome.event.value
             return await self._sqlite_run(SQLITE_REMOVE_RUN, SQLITE_FINISH_UPDATE, params, ended=True)
         async with self._autocommit.connect() as connection:
             return run_change((await connection.execute(PG_FINISH_RUN, params)).first())
@@ -175,7 +178,7 @@ class SqlRegistryStore(RegistryStore):
             changed = (await connection.execute(modify, params)).rowcount == 1
             if changed:
                 await connection.execute(update, params)
-                await connection.execute(SQLITE_OUTBOX, params)
+                await connection.execute(RUN_OUTBOX, params)
             result = await connection.execute(SQLITE_VISIBLE_AGENT, {**params, "changed": changed})
             return run_change(result.first())
 

@@ -98,13 +98,14 @@ _DELIVERY_COLUMNS = (
 )
 
 
-def _outbox(event: str, session: str, source: str) -> str:
+def _outbox(event: str, session: str, source: str, data: str = "''") -> str:
     """The insert of the deliveries of `event` (an SQL expression), the run's session being
-    `session`, the project's webhooks joined to `source` (which names the run's project)."""
+    `session`, the project's webhooks joined to `source` (which names the run's project); `data`
+    the event's more (an SQL expression: an end's outcome, webhooks/models.py `RunOutcome`)."""
     return (
         f"INSERT INTO webhook_deliveries ({_DELIVERY_COLUMNS}) "
         f"SELECT webhooks.id || ':' || {event} || ':' || :run_id, webhooks.id, webhooks.project_id, "
-        f"{event}, :agent_id, :run_id, {session}, '', :now, 'pending', 0, :now, NULL, 0, '' "
+        f"{event}, :agent_id, :run_id, {session}, {data}, :now, 'pending', 0, :now, NULL, 0, '' "
         f"FROM webhooks JOIN {source} "
         f"WHERE (',' || webhooks.events || ',') LIKE '%,' || {event} || ',%' "
         # A task's push notification config follows its own run only.
@@ -116,7 +117,7 @@ _PG_RUN_PROJECT = "target ON webhooks.project_id = target.project_id CROSS JOIN 
 _ENDED = "CASE WHEN :completed = 1 THEN 'run.completed' ELSE 'run.failed' END"
 
 
-def _pg_run(modify: str, set_clause: str, event: str, **types: Any) -> sa.TextClause:
+def _pg_run(modify: str, set_clause: str, event: str, more: str = "''", **types: Any) -> sa.TextClause:
     return _run_statement(
         f"WITH target AS (SELECT {_columns('agents.')}, {_SPEC_TIMES} {_VISIBLE_AGENT} "
         "FOR UPDATE OF agents), "
@@ -124,7 +125,7 @@ def _pg_run(modify: str, set_clause: str, event: str, **types: Any) -> sa.TextCl
         f"changed AS (UPDATE agents SET {set_clause} FROM run WHERE agents.id = run.agent_id "
         f"RETURNING {_columns('agents.')}), "
         # Data-modifying CTEs run whether or not the query reads them.
-        f"outbox AS ({_outbox(event, 'run.session_id', _PG_RUN_PROJECT)}) "
+        f"outbox AS ({_outbox(event, 'run.session_id', _PG_RUN_PROJECT, more)}) "
         f"SELECT {_columns('changed.')}, true AS changed, {_SPEC_TIME_FIELDS} FROM changed, target "
         f"UNION ALL SELECT {_columns('target.')}, false AS changed, {_SPEC_TIME_FIELDS} FROM target "
         "WHERE NOT EXISTS (SELECT FROM changed)",
@@ -133,6 +134,7 @@ def _pg_run(modify: str, set_clause: str, event: str, **types: Any) -> sa.TextCl
 
 
 _USAGE_TYPES: dict[str, Any] = {"completed": sa.Integer, "tokens_used": sa.BigInteger, "cost": sa.Float}
+_END_TYPES: dict[str, Any] = {**_USAGE_TYPES, "data": sa.String}
 
 _LEASE_TYPES: dict[str, Any] = {
     "session_id": sa.String,
@@ -155,7 +157,8 @@ PG_FINISH_RUN = _pg_run(
     "WHERE agent_runs.agent_id = target.id AND agent_runs.run_id = :run_id AND NOT agent_runs.orphaned",
     _FINISH_SET.format(greatest="GREATEST"),
     _ENDED,
-    **_USAGE_TYPES,
+    ":data",
+    **_END_TYPES,
 )
 SQLITE_ADD_RUN = _run_statement(
     f"INSERT INTO agent_runs ({_RUN_COLUMNS}) "
@@ -196,14 +199,19 @@ UNPARK_UPDATE = {
     )
     for dialect, greatest in (("postgresql", "GREATEST"), ("sqlite", "MAX"))
 }
-# SQLite enqueues a run's event in the transaction that records it, once it changed something.
-SQLITE_OUTBOX = _run_statement(
+# SQLite enqueues a run's event in the transaction that records it, once it changed something;
+# closing an orphan enqueues its end so on both databases (runs/lease_store.py).
+RUN_OUTBOX = _run_statement(
     _outbox(
-        ":event", ":session_id", "agents ON agents.id = :agent_id AND webhooks.project_id = agents.project_id"
+        ":event",
+        ":session_id",
+        "agents ON agents.id = :agent_id AND webhooks.project_id = agents.project_id",
+        ":data",
     ),
     result=False,
     event=sa.String,
     session_id=sa.String,
+    data=sa.String,
 )
 # The session of a run about to end: the run's row is gone once its end is recorded.
 SQLITE_RUN_SESSION = sa.text(

@@ -23,6 +23,7 @@ def finished_run(request: internal_pb.FinishAgentRunRequest) -> FinishedRun:
         agent_id=request.agent_id,
         run_id=request.run_id,
         completed=request.completed,
+        cancelled=request.cancelled,
         tokens_used=request.tokens_used,
         cost=request.cost,
         session_id=request.session_id,

@@ -4,6 +4,7 @@ them (the outbox rows a dispatcher works through)."""
 from __future__ import annotations
 
 import enum
+import json
 from datetime import datetime
 
 from pydantic import field_validator
@@ -23,6 +24,30 @@ class WebhookEvent(enum.StrEnum):
 
 
 SUBSCRIBABLE = tuple(event for event in WebhookEvent if event is not WebhookEvent.TEST)
+
+
+class RunOutcome(enum.StrEnum):
+    """How a run ended, in its end event's `data.outcome`: a cancel is `run.failed` (what a
+    subscriber to failures already expects) told apart from a failure by it."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @classmethod
+    def of(cls, *, completed: bool, cancelled: bool = False) -> RunOutcome:
+        if completed:
+            return cls.COMPLETED
+        return cls.CANCELLED if cancelled else cls.FAILED
+
+    @property
+    def event(self) -> WebhookEvent:
+        return WebhookEvent.RUN_COMPLETED if self is RunOutcome.COMPLETED else WebhookEvent.RUN_FAILED
+
+    @property
+    def data(self) -> str:
+        """The end event's `data` beyond the run's ids (JSON object text, as deliveries keep it)."""
+        return json.dumps({"outcome": self.value})
 
 
 class Webhook(Model):

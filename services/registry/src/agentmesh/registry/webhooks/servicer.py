@@ -176,6 +176,7 @@ class TaskPushRpcs:
             session_id=request.session_id,
             catch_up=list(request.catch_up_events),
             input_request_id=request.catch_up_input_request_id,
+            cancelled=request.catch_up_cancelled,
             validate_only=request.validate_only,
         )
         return internal_pb.SetTaskPushConfigResponse(config=task_push_message(stored))

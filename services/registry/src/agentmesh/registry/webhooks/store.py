@@ -80,9 +80,11 @@ def _columns(webhook: Webhook) -> dict[str, object]:
     return {**webhook.model_dump(exclude={"events"}), "events": ",".join(webhook.events)}
 
 
-def _wants(webhook: Webhook, event: WebhookEvent, webhook_id: str, run_id: str) -> bool:
+def _wants(webhook: Webhook, event: WebhookEvent, webhook_id: str, run_id: str, *, task_only: bool) -> bool:
     if webhook_id:
         return webhook.id == webhook_id
+    if task_only:  # the run's task's push configs, not the project's webhooks
+        return bool(run_id) and webhook.run_id == run_id
     # A task's push notification config follows its own run only.
     return event in webhook.events and webhook.run_id in ("", run_id)
 
@@ -186,15 +188,17 @@ async def enqueue_on(
     now: datetime,
     *,
     webhook_id: str = "",
+    task_only: bool = False,
     **fields: str,
 ) -> int:
     """`enqueue_webhook_event` on an SQL connection, in its transaction: also what a run's
-    suspension calls, in the transaction that suspends it (runs/input_store.py)."""
+    suspension calls, in the transaction that suspends it (runs/input_store.py). `task_only`:
+    for the push configs of the task that is the run `fields` names, not the project's webhooks."""
     rows = await connection.execute(sa.select(WebhookRow).where(WebhookRow.project_id == project_id))
     deliveries = [
         _new_delivery(webhook, event, key, now, **fields)
         for webhook in (from_row(Webhook, row) for row in rows)
-        if _wants(webhook, event, webhook_id, fields.get("run_id", ""))
+        if _wants(webhook, event, webhook_id, fields.get("run_id", ""), task_only=task_only)
     ]
     if not deliveries:
         return 0
@@ -226,13 +230,16 @@ def enqueue_in_memory(
     now: datetime,
     *,
     webhook_id: str = "",
+    task_only: bool = False,
     **fields: str,
 ) -> int:
     """`enqueue_webhook_event` on the in-memory store's state (a write's draft): also what its
     run bookkeeping and suspensions call, in the same draft as the change they report."""
     count = 0
     for webhook in state.webhooks.values():
-        if webhook.project_id == project_id and _wants(webhook, event, webhook_id, fields.get("run_id", "")):
+        if webhook.project_id == project_id and _wants(
+            webhook, event, webhook_id, fields.get("run_id", ""), task_only=task_only
+        ):
             delivery = _new_delivery(webhook, event, key, now, **fields)
             state.webhook_deliveries.setdefault(delivery.id, delivery)
             count += 1

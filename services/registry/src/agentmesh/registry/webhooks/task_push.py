@@ -21,7 +21,13 @@ from urllib.parse import urlparse
 from agentmesh.registry.errors import ValidationFailed, WebhookNotFound
 from agentmesh.registry.projects.registry import visible_project
 from agentmesh.registry.store import RegistryStore, StoreTransaction
-from agentmesh.registry.webhooks.models import SUBSCRIBABLE, Webhook, WebhookDelivery, WebhookEvent
+from agentmesh.registry.webhooks.models import (
+    SUBSCRIBABLE,
+    RunOutcome,
+    Webhook,
+    WebhookDelivery,
+    WebhookEvent,
+)
 from agentmesh.runtime.egress import EgressPolicy
 from agentmesh.runtime.errors import FieldViolation
 from agentmesh.runtime.identity import Principal
@@ -39,6 +45,8 @@ TASK_STATES = {
     WebhookEvent.RUN_COMPLETED: "TASK_STATE_COMPLETED",
     WebhookEvent.RUN_FAILED: "TASK_STATE_FAILED",
 }
+# A run's end whose `data.outcome` is `cancelled` (models.py `RunOutcome`) cancelled the task.
+CANCELED = "TASK_STATE_CANCELED"
 TOKEN_HEADER = "X-A2A-Notification-Token"
 
 
@@ -66,7 +74,7 @@ def push_notification(delivery: WebhookDelivery, config: Webhook) -> tuple[bytes
     """An A2A push notification's body and headers: the task's status update as the A2A
     `StreamResponse` JSON (the same on every attempt), with the client's token in
     `X-A2A-Notification-Token` and its authentication as `Authorization: <scheme> <credentials>`."""
-    status = {"state": TASK_STATES.get(delivery.event, "TASK_STATE_UNSPECIFIED")}
+    status = {"state": _task_state(delivery)}
     status["timestamp"] = delivery.created_at.isoformat().replace("+00:00", "Z")
     update = {"taskId": config.task_id, "contextId": delivery.session_id, "status": status}
     body = json.dumps({"statusUpdate": update}, separators=(",", ":")).encode()
@@ -95,6 +103,7 @@ class TaskPushConfigs:
         session_id: str = "",
         catch_up: Sequence[str] = (),
         input_request_id: str = "",
+        cancelled: bool = False,
         validate_only: bool = False,
     ) -> Webhook:
         """Stores `config` (its project, run, task, url, token, authentication, and its id — a
@@ -103,15 +112,16 @@ class TaskPushConfigs:
         started the run is stored once the run started): enqueued for this config alone, with the
         run's `agent_id` and `session_id` and the ids the run's own statements would give them, so
         none is delivered twice; `input_request_id` names the request a suspension already
-        enqueued `run.input_requested` for. `validate_only`: checked, not stored."""
+        enqueued `run.input_requested` for; `cancelled`: the end among them, `run.failed`, was a
+        cancel. `validate_only`: checked, not stored."""
         await self._check(config, run_required=not validate_only)
         events = [
-            (WebhookEvent(name), config.run_id)
+            (WebhookEvent(name), config.run_id, _end_data(WebhookEvent(name), cancelled=cancelled))
             for name in catch_up
             if name in {e.value for e in SUBSCRIBABLE}
         ]
         if input_request_id:  # a suspension's occurrence is its request
-            events.append((WebhookEvent.RUN_INPUT_REQUESTED, input_request_id))
+            events.append((WebhookEvent.RUN_INPUT_REQUESTED, input_request_id, ""))
         config_id = config.push_config_id or str(uuid.uuid4())
         now = self._clock()
         stored = config.model_copy(
@@ -134,7 +144,7 @@ class TaskPushConfigs:
                 await tx.update_webhook(stored)
             else:
                 await tx.insert_webhook(stored)
-            for event, key in events:
+            for event, key, data in events:
                 await tx.enqueue_webhook_event(
                     config.project_id,
                     event,
@@ -144,6 +154,7 @@ class TaskPushConfigs:
                     agent_id=agent_id,
                     run_id=config.run_id,
                     session_id=session_id,
+                    data=data,
                 )
         return stored
 
@@ -188,6 +199,22 @@ class TaskPushConfigs:
                 violations.append(FieldViolation(field, f"at most {MAX_SECRET} characters"))
         if violations:
             raise ValidationFailed.of(violations)
+
+
+def _end_data(event: WebhookEvent, *, cancelled: bool) -> str:
+    """A caught-up end's `data`, as the run's own end statement gives it (its outcome)."""
+    if event is WebhookEvent.RUN_COMPLETED:
+        return RunOutcome.COMPLETED.data
+    if event is WebhookEvent.RUN_FAILED:
+        return RunOutcome.of(completed=False, cancelled=cancelled).data
+    return ""
+
+
+def _task_state(delivery: WebhookDelivery) -> str:
+    outcome = json.loads(delivery.data).get("outcome") if delivery.data else None
+    if delivery.event is WebhookEvent.RUN_FAILED and outcome == RunOutcome.CANCELLED:
+        return CANCELED
+    return TASK_STATES.get(delivery.event, "TASK_STATE_UNSPECIFIED")
 
 
 async def _project(tx: StoreTransaction, principal: Principal, project_id: str) -> None:

@@ -288,6 +288,7 @@ class FinishAgentRunRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _builtins.int
     USER_ID_FIELD_NUMBER: _builtins.int
     MODEL_USAGE_FIELD_NUMBER: _builtins.int
+    CANCELLED_FIELD_NUMBER: _builtins.int
     agent_id: _builtins.str
     """The agent's id."""
     run_id: _builtins.str
@@ -302,6 +303,11 @@ class FinishAgentRunRequest(_message.Message):
     """The session the run worked in (for its ledger entries)."""
     user_id: _builtins.str
     """The user whose chat the run served (for its ledger entries)."""
+    cancelled: _builtins.bool
+    """True when the run was cancelled (by its caller, an interrupting message, or its agent's
+    termination): its end is reported as cancelled (webhooks' `outcome`, A2A `canceled`), not
+    failed. Never with `completed`.
+    """
     @_builtins.property
     def model_usage(self) -> _containers.RepeatedCompositeFieldContainer[Global___ModelUsage]:
         """The run's own model calls (not its delegations', which report their own), per model: its
@@ -320,10 +326,11 @@ class FinishAgentRunRequest(_message.Message):
         session_id: _builtins.str = ...,
         user_id: _builtins.str = ...,
         model_usage: _abc.Iterable[Global___ModelUsage] | None = ...,
+        cancelled: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "completed", b"completed", "cost", b"cost", "model_usage", b"model_usage", "run_id", b"run_id", "session_id", b"session_id", "tokens_used", b"tokens_used", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent_id", b"agent_id", "cancelled", b"cancelled", "completed", b"completed", "cost", b"cost", "model_usage", b"model_usage", "run_id", b"run_id", "session_id", b"session_id", "tokens_used", b"tokens_used", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1338,6 +1345,7 @@ class SetTaskPushConfigRequest(_message.Message):
     CATCH_UP_EVENTS_FIELD_NUMBER: _builtins.int
     VALIDATE_ONLY_FIELD_NUMBER: _builtins.int
     CATCH_UP_INPUT_REQUEST_ID_FIELD_NUMBER: _builtins.int
+    CATCH_UP_CANCELLED_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """The run's session (the task's context)."""
     validate_only: _builtins.bool
@@ -1348,6 +1356,8 @@ class SetTaskPushConfigRequest(_message.Message):
     """The request for input the task waits on, when it was suspended before the config was stored:
     its `run.input_requested` is notified to this config alone, once.
     """
+    catch_up_cancelled: _builtins.bool
+    """The task's end among `catch_up_events` (`run.failed`) was a cancel: notified as cancelled."""
     @_builtins.property
     def config(self) -> Global___TaskPushConfig:
         """The config (`id` empty: a new one)."""
@@ -1366,10 +1376,11 @@ class SetTaskPushConfigRequest(_message.Message):
         catch_up_events: _abc.Iterable[_builtins.str] | None = ...,
         validate_only: _builtins.bool = ...,
         catch_up_input_request_id: _builtins.str = ...,
+        catch_up_cancelled: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["catch_up_events", b"catch_up_events", "catch_up_input_request_id", b"catch_up_input_request_id", "config", b"config", "session_id", b"session_id", "validate_only", b"validate_only"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["catch_up_cancelled", b"catch_up_cancelled", "catch_up_events", b"catch_up_events", "catch_up_input_request_id", b"catch_up_input_request_id", "config", b"config", "session_id", b"session_id", "validate_only", b"validate_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -200,7 +200,8 @@ class RegistryInternalServiceServicer:
 
     def FinishAgentRun(self, request, context):
         """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+        Finishing a run that is not in flight (a retry) changes nothing. INVALID_ARGUMENT (both
+        completed and cancelled), NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -64,7 +64,8 @@ class RegistryInternalServiceStub:
     """
     FinishAgentRun: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.FinishAgentRunRequest, _registry_internal_service_pb2.FinishAgentRunResponse]
     """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+    Finishing a run that is not in flight (a retry) changes nothing. INVALID_ARGUMENT (both
+    completed and cancelled), NOT_FOUND.
     """
     FinishAgentRuns: _grpc.UnaryUnaryMultiCallable[_registry_internal_service_pb2.FinishAgentRunsRequest, _registry_internal_service_pb2.FinishAgentRunsResponse]
     """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
@@ -183,7 +184,8 @@ class RegistryInternalServiceAsyncStub(RegistryInternalServiceStub):
     """
     FinishAgentRun: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.FinishAgentRunRequest, _registry_internal_service_pb2.FinishAgentRunResponse]  # type: ignore[assignment]
     """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-    Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+    Finishing a run that is not in flight (a retry) changes nothing. INVALID_ARGUMENT (both
+    completed and cancelled), NOT_FOUND.
     """
     FinishAgentRuns: _aio.UnaryUnaryMultiCallable[_registry_internal_service_pb2.FinishAgentRunsRequest, _registry_internal_service_pb2.FinishAgentRunsResponse]  # type: ignore[assignment]
     """Finishes several runs in one call, each exactly as FinishAgentRun would and independently
@@ -329,7 +331,8 @@ class RegistryInternalServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_registry_internal_service_pb2.FinishAgentRunResponse, _abc.Awaitable[_registry_internal_service_pb2.FinishAgentRunResponse]]:
         """Marks a run as finished and adds its usage: the agent becomes idle when no run is left.
-        Finishing a run that is not in flight (a retry) changes nothing. NOT_FOUND.
+        Finishing a run that is not in flight (a retry) changes nothing. INVALID_ARGUMENT (both
+        completed and cancelled), NOT_FOUND.
         """
 
     @_abc_1.abstractmethod
