@@ -470,8 +470,14 @@ class Run:
 
     def _report_end(self, result: RunResult | None, *, urgent: bool = False) -> asyncio.Future[None]:
         """Hands the run's end (whether it answered, its usage) to the finisher, which reports it
-        to the registry; done once the registry took it. `urgent`: without the batch window."""
+        to the registry; done once the registry took it. `urgent`: without the batch window.
+
+        From here the finisher holds the run's lease (its `pending_runs`), not the runner: the
+        registry deletes the lease when it takes the end, and a renewal crossing that comes back
+        `lost` — which must not stop a run that only streams its last event (a turn's end is
+        taken before its caller sees it)."""
         self._end_reported = True
+        self._release_lease()
         # What its own model calls used, answered or not (its delegations report their own).
         meter = self.scope.meter if self.scope is not None else UsageMeter()
         usage = meter.total
