@@ -3,8 +3,7 @@
 - admitted: admission.py makes the `Run` once the registry started it — its request, its agent's
   spec, its recorder, its session's turn policy and the runs ahead of it (its input is recorded
   once it is started, so an input in the log always has a lease);
-- live: it gets its agent's runtime (set up, or from the cache) and the sink its caller's stream
-  drains;
+- live: it gets its agent's runtime (set up, or cached) and the sink its caller's stream drains;
 - started: its input recorded, its session's turn awaited, `run_started` sent;
 - its steps: the LLM loop or the workflow, which see it through its `RunScope`;
 - ended: every way it ends goes through `Run.end` — answered, failed or cancelled once its loop
@@ -17,9 +16,8 @@ reports none: the executor that takes it over resumes it from the log.
 
 A run that waits for a person (loops/asking.py) is suspended between its steps: its requests are
 recorded, it gives back its lease (`_suspend`: parked at the registry) and its slot (its task
-ends), keeps its session's turn, and its stream ends with `run_suspended` — no end is recorded or
-reported. It goes on later from the log as a run taken over does (`resumed`), on whichever
-executor the registry hands it to once it is answered.
+ends), keeps its session's turn, and its stream ends with `run_suspended`; no end is recorded or
+reported. It goes on later from the log as a taken-over run does (`resumed`), wherever it is sent.
 """
 
 from __future__ import annotations
@@ -470,13 +468,9 @@ class Run:
 
     def _report_end(self, result: RunResult | None, *, urgent: bool = False) -> asyncio.Future[None]:
         """Hands the run's end (whether it answered, its usage) to the finisher, which reports it
-        to the registry; done once the registry took it. `urgent`: without the batch window.
-
-        From here the finisher holds the run's lease (its `pending_runs`), not the runner: the
-        registry deletes the lease when it takes the end, and a renewal crossing that comes back
-        `lost` — which must not stop a run that only streams its last event (a turn's end is
-        taken before its caller sees it)."""
+        to the registry; done once the registry took it. `urgent`: without the batch window."""
         self._end_reported = True
+        # The finisher holds its lease from here: a renewal's `lost` must not stop it (durability.md)
         self._release_lease()
         # What its own model calls used, answered or not (its delegations report their own).
         meter = self.scope.meter if self.scope is not None else UsageMeter()
