@@ -69,6 +69,9 @@ def memory_append(pool: asyncpg.Pool) -> Callable[[bytes], Awaitable[None]]:
             "contents": [content] * events,
             "metadatas": ['{"agent_name": "bench"}'] * events,
             "idempotency_keys": [None] * events,
+            # What each event counts against its project's stored_bytes (its content, about).
+            "sizes": [len(content.encode())] * events,
+            "bytes": len(content.encode()) * events,
         }
         arguments = [values.get(name, [""] * events) for name in names]  # the other ids: empty
         if await pool.fetchrow(statement, *arguments) is None:

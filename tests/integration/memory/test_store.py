@@ -85,7 +85,7 @@ async def test_migrations_build_the_schema_once_with_their_own_version_table(eng
         tables, indexes = await connection.run_sync(inspect)
         version = (await connection.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}"))).scalar_one()
     assert {"memory_sessions", "memory_events", "memory_retention_policies", VERSION_TABLE} <= tables
-    assert version == "0007_owners_from_the_registry"
+    assert version == "0008_stored_bytes"
     assert {"memory_deleted_projects", "memory_project_owners"} <= tables
     # The executor's context window: an agent's newest events in a session, found by index.
     assert indexes["ix_memory_events_session_agent_seq"] == ["project_id", "session_id", "agent", "seq"]

@@ -16,10 +16,11 @@ from agentmesh.common.v1 import project_owner_service_pb2 as owner_pb
 from agentmesh.common.v1 import project_owner_service_pb2_grpc as owner_pb_grpc
 from agentmesh.internal.memory.v1 import memory_internal_service_pb2, memory_internal_service_pb2_grpc
 from agentmesh.memory.memory import EventLog
-from agentmesh.memory.ownership import OwnerSource, ProjectOwners
+from agentmesh.memory.ownership import ProjectOwners
 from agentmesh.memory.retention import RetentionSweeper
 from agentmesh.memory.servicer import MemoryInternalServicer, MemoryServicer
 from agentmesh.memory.settings import MemorySettings
+from agentmesh.memory.storage_quota import StoredBytesQuota
 from agentmesh.memory.store import SqlEventStore
 from agentmesh.memory.v1 import memory_service_pb2, memory_service_pb2_grpc
 from agentmesh.memory.watch import SessionSignals
@@ -70,20 +71,8 @@ async def start(settings: MemorySettings) -> RunningService:
         await upgrade(engine, MIGRATIONS, version_table=VERSION_TABLE)
         store = SqlEventStore(engine, group_commit=settings.group_commit)
         signals = SessionSignals()
-        log = EventLog(
-            store,
-            signals,
-            page_tokens=PageTokenCodec.from_secret(
-                settings.jwt_secret.get_secret_value(), purpose=PAGE_TOKEN_PURPOSE
-            ),
-            max_event_bytes=settings.max_event_bytes,
-            max_batch_events=settings.max_batch_events,
-            max_page_bytes=settings.max_page_bytes,
-            watch_poll_seconds=settings.watch_poll_seconds,
-            watch_batch_events=settings.watch_batch_events,
-        )
         credentials = ServiceCredentials(settings.jwt_secret.get_secret_value(), service="memory")
-        revocation, owner_of = None, None
+        revocation, owner_of, quota = None, None, None
         if settings.registry_address:
             # Memory's one peer: the registry, asked whether a caller's token still stands and who
             # owns a project.
@@ -96,7 +85,28 @@ async def start(settings: MemorySettings) -> RunningService:
             revocation = RevocationCheck(
                 registry_credential_status(registry_channel, system_metadata=_system_metadata(tokens))
             )
-            owner_of = _registry_owners(registry_channel, system_metadata=_system_metadata(tokens))
+            projects = _RegistryProjects(registry_channel, system_metadata=_system_metadata(tokens))
+            owner_of = projects.owner_of
+            quota = StoredBytesQuota(
+                limit_of=projects.stored_bytes_limit,
+                stored_bytes_of=store.stored_bytes,
+                # Room comes back only as retention removes events: no sooner than its next sweep.
+                retry_after_seconds=settings.retention_sweep_seconds,
+                ttl_seconds=settings.project_limits_ttl_seconds,
+            )
+        log = EventLog(
+            store,
+            signals,
+            page_tokens=PageTokenCodec.from_secret(
+                settings.jwt_secret.get_secret_value(), purpose=PAGE_TOKEN_PURPOSE
+            ),
+            max_event_bytes=settings.max_event_bytes,
+            max_batch_events=settings.max_batch_events,
+            max_page_bytes=settings.max_page_bytes,
+            watch_poll_seconds=settings.watch_poll_seconds,
+            watch_batch_events=settings.watch_batch_events,
+            quota=quota,
+        )
         servicer = MemoryServicer(log, ProjectOwners(engine, owner_of=owner_of))
         internal = MemoryInternalServicer(log)
         server = await start_service_server(
@@ -136,15 +146,19 @@ def _system_metadata(tokens: TokenCodec) -> Callable[[], Metadata | None]:
     return lambda: bearer_metadata(tokens.system_token())
 
 
-def _registry_owners(
-    channel: grpc.aio.Channel, *, system_metadata: Callable[[], Metadata | None]
-) -> OwnerSource:
-    """Asks the registry who owns a project, as the system principal."""
-    stub = owner_pb_grpc.ProjectOwnerServiceStub(channel)
+class _RegistryProjects:
+    """What memory asks the registry of a project (ProjectOwnerService), as the system principal:
+    who owns it, and its stored_bytes limit in force."""
 
-    async def owner_of(project_id: str) -> str:
+    def __init__(self, channel: grpc.aio.Channel, *, system_metadata: Callable[[], Metadata | None]) -> None:
+        self._stub = owner_pb_grpc.ProjectOwnerServiceStub(channel)
+        self._metadata = system_metadata
+
+    async def owner_of(self, project_id: str) -> str:
         request = owner_pb.GetProjectOwnerRequest(project_id=project_id)
-        answer = await unary(stub.GetProjectOwner, request, metadata=system_metadata())
-        return str(answer.owner_id)
+        return str((await unary(self._stub.GetProjectOwner, request, metadata=self._metadata())).owner_id)
 
-    return owner_of
+    async def stored_bytes_limit(self, project_id: str) -> int:
+        request = owner_pb.GetProjectStoredBytesLimitRequest(project_id=project_id)
+        answer = await unary(self._stub.GetProjectStoredBytesLimit, request, metadata=self._metadata())
+        return int(answer.stored_bytes)

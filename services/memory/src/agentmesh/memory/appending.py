@@ -1,5 +1,6 @@
 """Appending to a session: what a batch may hold, idempotency by key, optimistic concurrency on
-the session's last seq, and the fence that refuses a step of a run that has ended (fence.py).
+the session's last seq, the fence that refuses a step of a run that has ended (fence.py), and the
+project's stored_bytes limit (storage_quota.py).
 
 `Appends` is the append half of `memory.EventLog`, which hands every append to it.
 """
@@ -22,6 +23,7 @@ from agentmesh.memory.errors import (
 from agentmesh.memory.event_store import EventStore, FenceRefused, IdempotencyKeyRace
 from agentmesh.memory.fence import conflict_refusal, fence_keys, refusal
 from agentmesh.memory.models import AppendResult, Event, NewEvent, Session
+from agentmesh.memory.storage_quota import StoredBytesQuota
 from agentmesh.memory.validation import check_id, event_bytes, event_violations, events_valid
 from agentmesh.memory.watch import SessionSignals
 from agentmesh.runtime import metrics
@@ -44,8 +46,10 @@ class Appends:
         max_event_bytes: int,
         max_batch_events: int,
         clock: Callable[[], datetime],
+        quota: StoredBytesQuota | None = None,
     ) -> None:
         self._store = store
+        self._quota = quota  # the projects' stored_bytes limits (none: unlimited)
         self._signals = signals
         self._find = find
         self._max_event_bytes = max_event_bytes
@@ -72,6 +76,8 @@ class Appends:
                     [FieldViolation("project_id", f"is required: session {session_id!r} is new")]
                 )
             project_id = existing.project_id
+        if self._quota is not None:
+            await self._quota.check(project_id, events)
         keys = [event.idempotency_key for event in events if event.idempotency_key]
         # Optimistic: the first attempt writes without looking the keys up (a retry is rare, and
         # the unique index on the keys catches it: nothing is written then). Only an attempt after
@@ -147,6 +153,8 @@ class Appends:
                 )
                 raise
             metrics.record_memory_append(seconds=time.perf_counter() - started, events=len(stored))
+            if self._quota is not None:
+                self._quota.stored(project_id, sum(event_bytes(event) for event in stored))
             self._signals.notify((project_id, session_id))
             new = iter(stored)
             in_order = [known[e.idempotency_key] if e.idempotency_key in known else next(new) for e in events]

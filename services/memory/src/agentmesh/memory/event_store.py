@@ -80,6 +80,12 @@ class EventStore(Protocol):
 
     async def count_sessions(self, project_id: str) -> int: ...
 
+    async def stored_bytes(self, project_id: str) -> int:
+        """What the project's kept events weigh, as counted against its `stored_bytes` limit:
+        each event's content and metadata JSON (validation.event_bytes), added when it is stored
+        and subtracted when retention removes it."""
+        ...
+
     async def session_boundary(self, project_id: str, *, skip: int) -> SessionCursor | None:
         """The cursor of the `skip`-th session in list order (the last one when there are fewer),
         None when the project has none: where page N starts, found without OFFSET."""

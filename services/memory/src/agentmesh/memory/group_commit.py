@@ -58,12 +58,14 @@ AppendRow = tuple[str, int] | None
 
 # The group's arrays, by bind name: one element per append (`request_*`), or per event (the
 # placement of each event, then APPEND_IN_ONE_STATEMENT's own event arrays).
-_REQUEST_ARRAYS = ("session_id", "project_id", "agent", "now", "count", "expected")
+_REQUEST_ARRAYS = ("session_id", "project_id", "agent", "now", "count", "expected", "bytes")
 _EVENT_PLACEMENT = ("event_session_id", "event_project_id", "position", "event_count", "event_now")
+# Each event's values: APPEND_IN_ONE_STATEMENT's text arrays, and its size (`sizes`).
+_EVENT_VALUES = (*EVENT_ARRAYS, "size")
 # The fence (fence.py): one element per key of an append's `fence_keys`.
 _FENCE_ARRAYS = ("fence_session_id", "fence_project_id", "fence_key")
 _SQL_TYPES = {"now": "TIMESTAMPTZ", "event_now": "TIMESTAMPTZ"} | dict.fromkeys(
-    ("count", "expected", "position", "event_count"), "BIGINT"
+    ("count", "expected", "bytes", "position", "event_count", "size"), "BIGINT"
 )
 _BIND_TYPES = {"TIMESTAMPTZ": TIME, "BIGINT": sa.BigInteger, "TEXT": sa.Text}
 
@@ -89,14 +91,16 @@ GROUPED_APPEND = (
         "WHERE s.project_id = x.project_id AND s.id = x.session_id) AS seen "
         "FROM " + _unnest(_REQUEST_ARRAYS, "request_") + "), "
         "fence AS (SELECT * FROM " + _unnest(_FENCE_ARRAYS) + "), bump AS ("
-        "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-        "SELECT r.session_id, r.project_id, r.agent, r.now, r.now, r.count, 1 FROM request r "
+        "INSERT INTO memory_sessions "
+        "(id, project_id, agent, created_at, updated_at, last_seq, first_seq, stored_bytes) "
+        "SELECT r.session_id, r.project_id, r.agent, r.now, r.now, r.count, 1, r.bytes FROM request r "
         "WHERE (r.expected IS NULL OR r.expected = 0 OR EXISTS (SELECT FROM memory_sessions s "
         "WHERE s.project_id = r.project_id AND s.id = r.session_id)) "
         "AND NOT EXISTS (SELECT FROM memory_deleted_projects d WHERE d.project_id = r.project_id) "
         "ORDER BY r.project_id, r.session_id "
         "ON CONFLICT (project_id, id) DO UPDATE "
-        "SET last_seq = memory_sessions.last_seq + EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at "
+        "SET last_seq = memory_sessions.last_seq + EXCLUDED.last_seq, updated_at = EXCLUDED.updated_at, "
+        "stored_bytes = memory_sessions.stored_bytes + EXCLUDED.stored_bytes "
         "WHERE NOT EXISTS (SELECT FROM request r WHERE r.project_id = EXCLUDED.project_id "
         "AND r.session_id = EXCLUDED.id AND r.expected IS NOT NULL "
         "AND r.expected <> memory_sessions.last_seq) "
@@ -112,12 +116,13 @@ GROUPED_APPEND = (
         "RETURNING project_id, id, last_seq"
         "), stored AS ("
         "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
-        "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at) "
+        "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at, "
+        "stored_bytes) "
         "SELECT x.event_session_id, bump.last_seq - x.event_count + x.position, x.id, bump.project_id, "
         "x.agent, x.event_type, x.content, CAST(x.metadata AS JSONB), x.run_id, x.parent_event_id, "
-        "x.delegation_id, x.trace_id, x.span_id, x.idempotency_key, x.event_now "
+        "x.delegation_id, x.trace_id, x.span_id, x.idempotency_key, x.event_now, x.size "
         "FROM "
-        + _unnest(_EVENT_PLACEMENT + EVENT_ARRAYS)
+        + _unnest(_EVENT_PLACEMENT + _EVENT_VALUES)
         + " JOIN bump ON bump.project_id = x.event_project_id AND bump.id = x.event_session_id"
         ") "
         "SELECT project_id, id, last_seq FROM bump"
@@ -129,7 +134,7 @@ GROUPED_APPEND = (
             )
             for names, prefix in (
                 (_REQUEST_ARRAYS, "request_"),
-                (_EVENT_PLACEMENT + EVENT_ARRAYS, ""),
+                (_EVENT_PLACEMENT + _EVENT_VALUES, ""),
                 (_FENCE_ARRAYS, ""),
             )
             for name in names
@@ -270,7 +275,7 @@ class GroupCommit:
 
     async def _grouped(self, group: list[_Pending]) -> dict[tuple[str, str], AppendRow]:
         arrays: dict[str, list[Any]] = {_bind(name, "request_"): [] for name in _REQUEST_ARRAYS}
-        arrays |= {_bind(name, ""): [] for name in _EVENT_PLACEMENT + EVENT_ARRAYS + _FENCE_ARRAYS}
+        arrays |= {_bind(name, ""): [] for name in _EVENT_PLACEMENT + _EVENT_VALUES + _FENCE_ARRAYS}
         for pending in group:
             p = pending.parameters
             for name in _REQUEST_ARRAYS:
@@ -281,7 +286,7 @@ class GroupCommit:
             arrays["positions"] += range(1, count + 1)
             arrays["event_counts"] += [count] * count
             arrays["event_nows"] += [p["now"]] * count
-            for name in EVENT_ARRAYS:
+            for name in _EVENT_VALUES:
                 arrays[_bind(name, "")] += p[_bind(name, "")]
             fence = p["fence_keys"]
             arrays["fence_session_ids"] += [p["session_id"]] * len(fence)

@@ -22,6 +22,7 @@ from agentmesh.memory.event_store import (
 )
 from agentmesh.memory.fence import end_key
 from agentmesh.memory.models import Event, EventQuery, NewEvent, RetentionPolicy, RunState, Session
+from agentmesh.memory.validation import event_bytes
 
 # A session's key: its project and its id.
 Key = tuple[str, str]
@@ -183,6 +184,11 @@ class InMemoryEventStore:
         if after is not None:
             found = [s for s in found if (s.updated_at, s.id) < after]
         return found[:limit]
+
+    async def stored_bytes(self, project_id: str) -> int:
+        # The events themselves are kept here: their sizes are summed, not counted along.
+        kept = [events for key, events in self._events.items() if key[0] == project_id]
+        return sum(event_bytes(event) for events in kept for event in events)
 
     async def count_sessions(self, project_id: str) -> int:
         return sum(1 for s in self._sessions.values() if s.project_id == project_id)

@@ -45,6 +45,7 @@ from agentmesh.memory.models import (
     Session,
     SessionPage,
 )
+from agentmesh.memory.storage_quota import StoredBytesQuota
 from agentmesh.memory.validation import (
     check_id,
     checked_page_size,
@@ -88,6 +89,7 @@ class EventLog:
         watch_poll_seconds: float = 0.5,
         watch_batch_events: int = 500,
         clock: Clock = utc_now,
+        quota: StoredBytesQuota | None = None,
     ) -> None:
         self._store = store
         self._signals = signals
@@ -104,6 +106,7 @@ class EventLog:
             max_event_bytes=max_event_bytes,
             max_batch_events=max_batch_events,
             clock=clock,
+            quota=quota,
         )
 
     # --- appending ---------------------------------------------------------------------------

@@ -129,11 +129,20 @@ class SqlRetention(abc.ABC):
         return end
 
     async def trim_session(self, session_id: str, project_id: str, *, first_seq: int) -> int:
-        """Removes the session's events below `first_seq` and records that they are gone, in one
-        transaction. Returns how many events were removed."""
-        c = session_table.c
+        """Removes the session's events below `first_seq` and records that they are gone — its
+        first seq moved on, its stored bytes lowered by theirs — in one transaction. Returns how
+        many events were removed."""
+        c, e = session_table.c, event_table.c
+        removed = (e.project_id == project_id, e.session_id == session_id, e.seq < first_seq)
         # The session row first, as appends take it first: the two never wait on each other in
-        # opposite orders.
+        # opposite orders. The sizes freed are those of the events from the row's own first_seq
+        # on: a trim of another replica that moved it first (and that this one waited for) has
+        # subtracted those below already.
+        freed = (
+            sa.select(sa.func.coalesce(sa.func.sum(e.stored_bytes), 0))
+            .where(*removed, e.seq >= c.first_seq)
+            .scalar_subquery()
+        )
         advance = (
             sa.update(session_table)
             .where(
@@ -142,17 +151,12 @@ class SqlRetention(abc.ABC):
                 c.first_seq < first_seq,
                 c.last_seq + 1 >= first_seq,
             )
-            .values(first_seq=first_seq)
-        )
-        delete = sa.delete(event_table).where(
-            event_table.c.project_id == project_id,
-            event_table.c.session_id == session_id,
-            event_table.c.seq < first_seq,
+            .values(first_seq=first_seq, stored_bytes=c.stored_bytes - freed)
         )
         async with self._write() as connection:
             if (await connection.execute(advance)).rowcount == 0:
                 return 0
-            return (await connection.execute(delete)).rowcount
+            return (await connection.execute(sa.delete(event_table).where(*removed))).rowcount
 
     # --- deletion ----------------------------------------------------------------------------
 

@@ -34,6 +34,13 @@ class MemorySettings(ServiceSettings):
         default=0.5, gt=0, description="how often a watcher re-reads, to see appends made by other replicas"
     )
     watch_batch_events: int = Field(default=500, gt=0, description="events a watcher reads per query")
+    project_limits_ttl_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=10,
+        description="how long a project's stored_bytes limit and count, as read, are reused "
+        "(storage_quota.py): a changed limit holds within this time",
+    )
     group_commit: bool = Field(
         default=True,
         description="PostgreSQL: appends of different sessions that queue meanwhile go in one statement",

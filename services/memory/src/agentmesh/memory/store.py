@@ -78,6 +78,7 @@ from agentmesh.memory.tables import (
     session_table,
 )
 from agentmesh.memory.tables import metadata as metadata  # the migrations read it here
+from agentmesh.memory.validation import event_bytes
 
 
 class SqlEventStore(SqlRetention):
@@ -154,6 +155,7 @@ class SqlEventStore(SqlRetention):
         the statement refusing it and the read saying why: the transaction then decides."""
         count = len(batch)
         ids = new_event_ids(count)
+        sizes = [event_bytes(event) for event in batch]
         parameters: dict[str, Any] = {
             "session_id": session_id,
             "project_id": project_id,
@@ -161,6 +163,8 @@ class SqlEventStore(SqlRetention):
             "now": now,
             "count": count,
             "expected": expected_last_seq,
+            "bytes": sum(sizes),
+            "sizes": sizes,
             "fence_keys": list(fence),
             "ids": ids,
             "agents": [event.agent for event in batch],
@@ -227,12 +231,14 @@ class SqlEventStore(SqlRetention):
         fence: Sequence[str],
     ) -> tuple[list[Event], int]:
         count = len(batch)
+        sizes = [event_bytes(event) for event in batch]
         parameters = {
             "id": session_id,
             "project_id": project_id,
             "agent": batch[0].agent,
             "now": now,
             "count": count,
+            "bytes": sum(sizes),
         }
         # The fence (fence.py) under the session's lock: SQLite's bump checks it itself;
         # PostgreSQL's look-up comes after the bump, whose row lock it then reads behind.
@@ -281,8 +287,9 @@ class SqlEventStore(SqlRetention):
                     "span_id": event.span_id,
                     "idempotency_key": event.idempotency_key or None,
                     "created_at": now,
+                    "stored_bytes": size,
                 }
-                for event in stored
+                for event, size in zip(stored, sizes, strict=True)
             ]
             try:
                 await connection.execute(event_table.insert(), rows)
@@ -371,6 +378,15 @@ class SqlEventStore(SqlRetention):
         async with self._reader.connect() as connection:
             rows = (await connection.execute(statement)).all()
         return [session_row(row) for row in rows]
+
+    async def stored_bytes(self, project_id: str) -> int:
+        # A sum over the project's sessions, read through the (project_id, …) index: its cost
+        # grows with the project's sessions, not its events.
+        statement = sa.select(sa.func.coalesce(sa.func.sum(session_table.c.stored_bytes), 0)).where(
+            session_table.c.project_id == project_id
+        )
+        async with self._reader.connect() as connection:
+            return int((await connection.execute(statement)).scalar_one())
 
     async def count_sessions(self, project_id: str) -> int:
         statement = (

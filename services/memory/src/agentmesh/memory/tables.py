@@ -35,6 +35,9 @@ session_table = sa.Table(
     sa.Column("forked_from_session_id", ID, nullable=False, server_default=""),
     sa.Column("forked_at_seq", sa.BigInteger, nullable=False, server_default="0"),
     sa.Column("lineage", JSON, nullable=True),
+    # The sum of its events' `stored_bytes`: what it counts against its project's `stored_bytes`
+    # limit (migration 0008_stored_bytes; memory/storage_quota.py).
+    sa.Column("stored_bytes", sa.BigInteger, nullable=False, server_default="0"),
     sa.PrimaryKeyConstraint("project_id", "id", name="pk_memory_sessions"),
     sa.Index("ix_memory_sessions_project_activity", "project_id", "updated_at", "id"),
     sa.Index("ix_memory_sessions_id", "id"),
@@ -58,6 +61,9 @@ event_table = sa.Table(
     sa.Column("span_id", sa.String(16), nullable=False),
     sa.Column("idempotency_key", ID, nullable=True),
     sa.Column("created_at", TIME, nullable=False),
+    # Its size as counted (validation.event_bytes), kept so that removing it subtracts exactly
+    # what storing it added to its session's `stored_bytes` (migration 0008_stored_bytes).
+    sa.Column("stored_bytes", sa.BigInteger, nullable=False, server_default="0"),
     sa.PrimaryKeyConstraint("project_id", "session_id", "seq", name="pk_memory_events"),
     sa.ForeignKeyConstraint(
         ["project_id", "session_id"],
@@ -137,20 +143,21 @@ SESSION_COLUMNS = (
 )
 
 
-# Creates the session or moves its last_seq on by :count, returning the new value (no row for a
-# deleted project); in PostgreSQL it also locks the session row until commit. Text, because
-# SQLAlchemy 2.0 does not cache the compiled form of the dialects' INSERT … ON CONFLICT
-# constructs, and this runs on every append.
+# Creates the session or moves its last_seq on by :count (and its stored_bytes by :bytes),
+# returning the new last_seq (no row for a deleted project); in PostgreSQL it also locks the
+# session row until commit. Text, because SQLAlchemy 2.0 does not cache the compiled form of the
+# dialects' INSERT … ON CONFLICT constructs, and this runs on every append.
 def _bump_last_seq(*, fenced: bool) -> Any:
     """BUMP_LAST_SEQ, or SQLITE_FENCED_BUMP_LAST_SEQ (below)."""
     return (
         sa.text(
             "INSERT INTO memory_sessions "
-            "(id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
-            "SELECT :id, :project_id, :agent, :now, :now, :count, 1 "
+            "(id, project_id, agent, created_at, updated_at, last_seq, first_seq, stored_bytes) "
+            "SELECT :id, :project_id, :agent, :now, :now, :count, 1, :bytes "
             "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
             "ON CONFLICT (project_id, id) DO UPDATE "
-            "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now "
+            "SET last_seq = memory_sessions.last_seq + :count, updated_at = :now, "
+            "stored_bytes = memory_sessions.stored_bytes + :bytes "
             "WHERE NOT EXISTS (SELECT 1 FROM memory_deleted_projects WHERE project_id = :project_id) "
             + (
                 "AND NOT EXISTS (SELECT 1 FROM memory_events WHERE project_id = :project_id "
@@ -166,6 +173,7 @@ def _bump_last_seq(*, fenced: bool) -> Any:
             sa.bindparam("agent", type_=ID),
             sa.bindparam("now", type_=TIME),
             sa.bindparam("count", type_=sa.BigInteger),
+            sa.bindparam("bytes", type_=sa.BigInteger),
             *([sa.bindparam("fence_keys", type_=sa.Text, expanding=True)] if fenced else []),
         )
         .columns(project_id=ID, last_seq=sa.BigInteger)
@@ -218,16 +226,19 @@ _FENCE_CONDITION = (
 
 _BUMP = (
     "WITH bump AS ("
-    "INSERT INTO memory_sessions (id, project_id, agent, created_at, updated_at, last_seq, first_seq) "
+    "INSERT INTO memory_sessions "
+    "(id, project_id, agent, created_at, updated_at, last_seq, first_seq, stored_bytes) "
     "SELECT CAST(:session_id AS TEXT), CAST(:project_id AS TEXT), CAST(:agent AS TEXT), "
-    "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1 "
+    "CAST(:now AS TIMESTAMPTZ), CAST(:now AS TIMESTAMPTZ), CAST(:count AS BIGINT), 1, "
+    "CAST(:bytes AS BIGINT) "
     "WHERE (CAST(:expected AS BIGINT) IS NULL OR CAST(:expected AS BIGINT) = 0 "
     "OR EXISTS (SELECT FROM memory_sessions WHERE project_id = CAST(:project_id AS TEXT) "
     "AND id = CAST(:session_id AS TEXT))) "
     "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
     "ON CONFLICT (project_id, id) DO UPDATE "
     "SET last_seq = memory_sessions.last_seq + CAST(:count AS BIGINT), "
-    "updated_at = CAST(:now AS TIMESTAMPTZ) "
+    "updated_at = CAST(:now AS TIMESTAMPTZ), "
+    "stored_bytes = memory_sessions.stored_bytes + CAST(:bytes AS BIGINT) "
     "WHERE (CAST(:expected AS BIGINT) IS NULL OR memory_sessions.last_seq = CAST(:expected AS BIGINT)) "
     "AND NOT EXISTS (SELECT FROM memory_deleted_projects WHERE project_id = CAST(:project_id AS TEXT)) "
 )
@@ -235,16 +246,17 @@ _STORE = (
     "RETURNING project_id, last_seq"
     "), stored AS ("
     "INSERT INTO memory_events (session_id, seq, id, project_id, agent, event_type, content, metadata, "
-    "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at) "
+    "run_id, parent_event_id, delegation_id, trace_id, span_id, idempotency_key, created_at, "
+    "stored_bytes) "
     "SELECT CAST(:session_id AS TEXT), bump.last_seq - CAST(:count AS BIGINT) + e.position, e.id, "
     "bump.project_id, e.agent, e.event_type, e.content, CAST(e.metadata AS JSONB), e.run_id, "
     "e.parent_event_id, e.delegation_id, e.trace_id, e.span_id, e.idempotency_key, "
-    "CAST(:now AS TIMESTAMPTZ) "
+    "CAST(:now AS TIMESTAMPTZ), e.size "
     "FROM bump, unnest("
     + ", ".join(f"CAST(:{name}s AS TEXT[])" for name in EVENT_ARRAYS)
-    + ") WITH ORDINALITY AS e("
+    + ", CAST(:sizes AS BIGINT[])) WITH ORDINALITY AS e("
     + ", ".join(EVENT_ARRAYS)
-    + ", position)"
+    + ", size, position)"
     ") "
     "SELECT project_id, last_seq FROM bump"
 )
@@ -262,8 +274,10 @@ def _append_in_one_statement(*, fenced: bool) -> Any:
             sa.bindparam("now", type_=TIME),
             sa.bindparam("count", type_=sa.BigInteger),
             sa.bindparam("expected", type_=sa.BigInteger),
+            sa.bindparam("bytes", type_=sa.BigInteger),
             *([sa.bindparam("fence_keys", type_=postgresql.ARRAY(sa.Text))] if fenced else []),
             *(sa.bindparam(f"{name}s", type_=postgresql.ARRAY(sa.Text)) for name in EVENT_ARRAYS),
+            sa.bindparam("sizes", type_=postgresql.ARRAY(sa.BigInteger)),
         )
         .columns(project_id=ID, last_seq=sa.BigInteger)
     )

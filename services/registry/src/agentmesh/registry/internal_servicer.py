@@ -247,8 +247,9 @@ class CredentialStatusServicer(status_pb_grpc.CredentialStatusServiceServicer):
 
 
 class ProjectOwnerServicer(owner_pb_grpc.ProjectOwnerServiceServicer):
-    """Tells memory who owns a project, so it never has to take a caller's word for it; only mesh
-    services reach it, as the system principal."""
+    """Tells memory who owns a project, so it never has to take a caller's word for it, and the
+    project's stored_bytes limit in force, which memory enforces; only mesh services reach it, as
+    the system principal."""
 
     def __init__(self, projects: ProjectRegistry) -> None:
         self._projects = projects
@@ -257,3 +258,9 @@ class ProjectOwnerServicer(owner_pb_grpc.ProjectOwnerServiceServicer):
         self, request: owner_pb.GetProjectOwnerRequest, context: Context
     ) -> owner_pb.GetProjectOwnerResponse:
         return owner_pb.GetProjectOwnerResponse(owner_id=await self._projects.owner_of(request.project_id))
+
+    async def GetProjectStoredBytesLimit(
+        self, request: owner_pb.GetProjectStoredBytesLimitRequest, context: Context
+    ) -> owner_pb.GetProjectStoredBytesLimitResponse:
+        limit = await self._projects.stored_bytes_limit(request.project_id)
+        return owner_pb.GetProjectStoredBytesLimitResponse(stored_bytes=limit)

@@ -140,4 +140,7 @@ INTERNAL_POLICY: Mapping[str, Access] = {
 CREDENTIAL_STATUS_POLICY: Mapping[str, Access] = {"GetCredentialStatus": Access.SYSTEM}
 
 # ProjectOwnerService: memory asks, as the system principal, who owns a project.
-PROJECT_OWNER_POLICY: Mapping[str, Access] = {"GetProjectOwner": Access.SYSTEM}
+PROJECT_OWNER_POLICY: Mapping[str, Access] = {
+    "GetProjectOwner": Access.SYSTEM,
+    "GetProjectStoredBytesLimit": Access.SYSTEM,
+}

@@ -113,6 +113,98 @@ func (x *GetProjectOwnerResponse) GetOwnerId() string {
 	return ""
 }
 
+// GetProjectStoredBytesLimitRequest is the input of GetProjectStoredBytesLimit.
+type GetProjectStoredBytesLimitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project.
+	ProjectId     string `protobuf:"bytes,1,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectStoredBytesLimitRequest) Reset() {
+	*x = GetProjectStoredBytesLimitRequest{}
+	mi := &file_agentmesh_common_v1_project_owner_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectStoredBytesLimitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectStoredBytesLimitRequest) ProtoMessage() {}
+
+func (x *GetProjectStoredBytesLimitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_project_owner_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectStoredBytesLimitRequest.ProtoReflect.Descriptor instead.
+func (*GetProjectStoredBytesLimitRequest) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_project_owner_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetProjectStoredBytesLimitRequest) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+// GetProjectStoredBytesLimitResponse is the output of GetProjectStoredBytesLimit.
+type GetProjectStoredBytesLimitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bytes of stored events the project may keep; 0: unlimited.
+	StoredBytes   int64 `protobuf:"varint,1,opt,name=stored_bytes,json=storedBytes,proto3" json:"stored_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetProjectStoredBytesLimitResponse) Reset() {
+	*x = GetProjectStoredBytesLimitResponse{}
+	mi := &file_agentmesh_common_v1_project_owner_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetProjectStoredBytesLimitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetProjectStoredBytesLimitResponse) ProtoMessage() {}
+
+func (x *GetProjectStoredBytesLimitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentmesh_common_v1_project_owner_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetProjectStoredBytesLimitResponse.ProtoReflect.Descriptor instead.
+func (*GetProjectStoredBytesLimitResponse) Descriptor() ([]byte, []int) {
+	return file_agentmesh_common_v1_project_owner_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetProjectStoredBytesLimitResponse) GetStoredBytes() int64 {
+	if x != nil {
+		return x.StoredBytes
+	}
+	return 0
+}
+
 var File_agentmesh_common_v1_project_owner_service_proto protoreflect.FileDescriptor
 
 const file_agentmesh_common_v1_project_owner_service_proto_rawDesc = "" +
@@ -122,9 +214,15 @@ const file_agentmesh_common_v1_project_owner_service_proto_rawDesc = "" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\"4\n" +
 	"\x17GetProjectOwnerResponse\x12\x19\n" +
-	"\bowner_id\x18\x01 \x01(\tR\aownerId2\x83\x01\n" +
+	"\bowner_id\x18\x01 \x01(\tR\aownerId\"B\n" +
+	"!GetProjectStoredBytesLimitRequest\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x01 \x01(\tR\tprojectId\"G\n" +
+	"\"GetProjectStoredBytesLimitResponse\x12!\n" +
+	"\fstored_bytes\x18\x01 \x01(\x03R\vstoredBytes2\x93\x02\n" +
 	"\x13ProjectOwnerService\x12l\n" +
-	"\x0fGetProjectOwner\x12+.agentmesh.common.v1.GetProjectOwnerRequest\x1a,.agentmesh.common.v1.GetProjectOwnerResponseB\xea\x01\n" +
+	"\x0fGetProjectOwner\x12+.agentmesh.common.v1.GetProjectOwnerRequest\x1a,.agentmesh.common.v1.GetProjectOwnerResponse\x12\x8d\x01\n" +
+	"\x1aGetProjectStoredBytesLimit\x126.agentmesh.common.v1.GetProjectStoredBytesLimitRequest\x1a7.agentmesh.common.v1.GetProjectStoredBytesLimitResponseB\xea\x01\n" +
 	"\x17com.agentmesh.common.v1B\x18ProjectOwnerServiceProtoP\x01ZGgithub.com/agentmesh/agentmesh/sdks/go/gen/agentmesh/common/v1;commonv1\xa2\x02\x03ACX\xaa\x02\x13Agentmesh.Common.V1\xca\x02\x13Agentmesh\\Common\\V1\xe2\x02\x1fAgentmesh\\Common\\V1\\GPBMetadata\xea\x02\x15Agentmesh::Common::V1b\x06proto3"
 
 var (
@@ -139,16 +237,20 @@ func file_agentmesh_common_v1_project_owner_service_proto_rawDescGZIP() []byte {
 	return file_agentmesh_common_v1_project_owner_service_proto_rawDescData
 }
 
-var file_agentmesh_common_v1_project_owner_service_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_agentmesh_common_v1_project_owner_service_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_agentmesh_common_v1_project_owner_service_proto_goTypes = []any{
-	(*GetProjectOwnerRequest)(nil),  // 0: agentmesh.common.v1.GetProjectOwnerRequest
-	(*GetProjectOwnerResponse)(nil), // 1: agentmesh.common.v1.GetProjectOwnerResponse
+	(*GetProjectOwnerRequest)(nil),             // 0: agentmesh.common.v1.GetProjectOwnerRequest
+	(*GetProjectOwnerResponse)(nil),            // 1: agentmesh.common.v1.GetProjectOwnerResponse
+	(*GetProjectStoredBytesLimitRequest)(nil),  // 2: agentmesh.common.v1.GetProjectStoredBytesLimitRequest
+	(*GetProjectStoredBytesLimitResponse)(nil), // 3: agentmesh.common.v1.GetProjectStoredBytesLimitResponse
 }
 var file_agentmesh_common_v1_project_owner_service_proto_depIdxs = []int32{
 	0, // 0: agentmesh.common.v1.ProjectOwnerService.GetProjectOwner:input_type -> agentmesh.common.v1.GetProjectOwnerRequest
-	1, // 1: agentmesh.common.v1.ProjectOwnerService.GetProjectOwner:output_type -> agentmesh.common.v1.GetProjectOwnerResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
+	2, // 1: agentmesh.common.v1.ProjectOwnerService.GetProjectStoredBytesLimit:input_type -> agentmesh.common.v1.GetProjectStoredBytesLimitRequest
+	1, // 2: agentmesh.common.v1.ProjectOwnerService.GetProjectOwner:output_type -> agentmesh.common.v1.GetProjectOwnerResponse
+	3, // 3: agentmesh.common.v1.ProjectOwnerService.GetProjectStoredBytesLimit:output_type -> agentmesh.common.v1.GetProjectStoredBytesLimitResponse
+	2, // [2:4] is the sub-list for method output_type
+	0, // [0:2] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -165,7 +267,7 @@ func file_agentmesh_common_v1_project_owner_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentmesh_common_v1_project_owner_service_proto_rawDesc), len(file_agentmesh_common_v1_project_owner_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProjectOwnerService_GetProjectOwner_FullMethodName = "/agentmesh.common.v1.ProjectOwnerService/GetProjectOwner"
+	ProjectOwnerService_GetProjectOwner_FullMethodName            = "/agentmesh.common.v1.ProjectOwnerService/GetProjectOwner"
+	ProjectOwnerService_GetProjectStoredBytesLimit_FullMethodName = "/agentmesh.common.v1.ProjectOwnerService/GetProjectStoredBytesLimit"
 )
 
 // ProjectOwnerServiceClient is the client API for ProjectOwnerService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+// ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
 // asked by memory, which checks that a user's call names a project the user owns and may not know
 // the registry's own API (so the protocol lives among the common messages). Callers need a
 // service credential and the system principal.
@@ -35,6 +36,11 @@ type ProjectOwnerServiceClient interface {
 	// owner, not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a service
 	// credential; PERMISSION_DENIED for any caller but the system principal.
 	GetProjectOwner(ctx context.Context, in *GetProjectOwnerRequest, opts ...grpc.CallOption) (*GetProjectOwnerResponse, error)
+	// The project's `stored_bytes` limit in force (its own, else the operator's default), which
+	// memory enforces on appends. A project that does not exist (or was deleted) answers 0
+	// (unlimited), not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a
+	// service credential; PERMISSION_DENIED for any caller but the system principal.
+	GetProjectStoredBytesLimit(ctx context.Context, in *GetProjectStoredBytesLimitRequest, opts ...grpc.CallOption) (*GetProjectStoredBytesLimitResponse, error)
 }
 
 type projectOwnerServiceClient struct {
@@ -55,11 +61,21 @@ func (c *projectOwnerServiceClient) GetProjectOwner(ctx context.Context, in *Get
 	return out, nil
 }
 
+func (c *projectOwnerServiceClient) GetProjectStoredBytesLimit(ctx context.Context, in *GetProjectStoredBytesLimitRequest, opts ...grpc.CallOption) (*GetProjectStoredBytesLimitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetProjectStoredBytesLimitResponse)
+	err := c.cc.Invoke(ctx, ProjectOwnerService_GetProjectStoredBytesLimit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProjectOwnerServiceServer is the server API for ProjectOwnerService service.
 // All implementations must embed UnimplementedProjectOwnerServiceServer
 // for forward compatibility.
 //
-// ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+// ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
 // asked by memory, which checks that a user's call names a project the user owns and may not know
 // the registry's own API (so the protocol lives among the common messages). Callers need a
 // service credential and the system principal.
@@ -68,6 +84,11 @@ type ProjectOwnerServiceServer interface {
 	// owner, not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a service
 	// credential; PERMISSION_DENIED for any caller but the system principal.
 	GetProjectOwner(context.Context, *GetProjectOwnerRequest) (*GetProjectOwnerResponse, error)
+	// The project's `stored_bytes` limit in force (its own, else the operator's default), which
+	// memory enforces on appends. A project that does not exist (or was deleted) answers 0
+	// (unlimited), not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a
+	// service credential; PERMISSION_DENIED for any caller but the system principal.
+	GetProjectStoredBytesLimit(context.Context, *GetProjectStoredBytesLimitRequest) (*GetProjectStoredBytesLimitResponse, error)
 	mustEmbedUnimplementedProjectOwnerServiceServer()
 }
 
@@ -80,6 +101,9 @@ type UnimplementedProjectOwnerServiceServer struct{}
 
 func (UnimplementedProjectOwnerServiceServer) GetProjectOwner(context.Context, *GetProjectOwnerRequest) (*GetProjectOwnerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetProjectOwner not implemented")
+}
+func (UnimplementedProjectOwnerServiceServer) GetProjectStoredBytesLimit(context.Context, *GetProjectStoredBytesLimitRequest) (*GetProjectStoredBytesLimitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetProjectStoredBytesLimit not implemented")
 }
 func (UnimplementedProjectOwnerServiceServer) mustEmbedUnimplementedProjectOwnerServiceServer() {}
 func (UnimplementedProjectOwnerServiceServer) testEmbeddedByValue()                             {}
@@ -120,6 +144,24 @@ func _ProjectOwnerService_GetProjectOwner_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProjectOwnerService_GetProjectStoredBytesLimit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetProjectStoredBytesLimitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProjectOwnerServiceServer).GetProjectStoredBytesLimit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProjectOwnerService_GetProjectStoredBytesLimit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProjectOwnerServiceServer).GetProjectStoredBytesLimit(ctx, req.(*GetProjectStoredBytesLimitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProjectOwnerService_ServiceDesc is the grpc.ServiceDesc for ProjectOwnerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -130,6 +172,10 @@ var ProjectOwnerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetProjectOwner",
 			Handler:    _ProjectOwnerService_GetProjectOwner_Handler,
+		},
+		{
+			MethodName: "GetProjectStoredBytesLimit",
+			Handler:    _ProjectOwnerService_GetProjectStoredBytesLimit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1079,7 +1079,9 @@ type ProjectLimits struct {
 	OpenStreams *int64 `protobuf:"varint,3,opt,name=open_streams,json=openStreams,proto3,oneof" json:"open_streams,omitempty"`
 	// Model tokens a day (UTC), as the project's finished runs recorded them.
 	TokensPerDay *int64 `protobuf:"varint,4,opt,name=tokens_per_day,json=tokensPerDay,proto3,oneof" json:"tokens_per_day,omitempty"`
-	// Bytes of the project's stored events.
+	// Bytes of the project's kept events (each one's content and metadata JSON). Once they reach
+	// it, memory refuses the project's appends (RESOURCE_EXHAUSTED, QUOTA_EXCEEDED) but for a
+	// run's final event and a delegation's response, until retention removes events.
 	StoredBytes *int64 `protobuf:"varint,5,opt,name=stored_bytes,json=storedBytes,proto3,oneof" json:"stored_bytes,omitempty"`
 	// Budgets: what the project's runs may spend in a UTC month (from its first day) or day, as
 	// the cost ledger counts its finished runs' model calls. A run is refused (RESOURCE_EXHAUSTED,

@@ -13,6 +13,17 @@ from agentmesh.executor.run import history
 from agentmesh.internal.executor.v1 import executor_service_pb2
 from agentmesh.memory.v1 import memory_service_pb2
 from agentmesh.memory.v1 import resources_pb2 as memory_resources_pb2
+from agentmesh.runtime.errors import DomainError, QuotaExceeded
+
+
+class InputRefused(Exception):
+    """Memory refused the run's input for its project's limits (`stored_bytes`): nothing of the
+    run is stored, so it ends as a refusal before its loop would (its caller gets `error`'s
+    status, and nothing is recorded), not as a run that failed."""
+
+    def __init__(self, error: DomainError) -> None:
+        super().__init__(error.message)
+        self.error = error
 
 
 async def record_input(
@@ -28,16 +39,21 @@ async def record_input(
         parent_event_id=request.parent_event_id,
         metadata=_input_metadata(request),
     )
-    if not history_window:
-        (event,) = await recorder.record_many([received])
-        return event, None
-    window = history.listing(
-        session_id=recorder.session_id,
-        project_id=recorder.project_id,
-        agent=recorder.agent,
-        window=history_window,
-    )
-    return await recorder.record_then_list(received, window)
+    try:
+        if not history_window:
+            (event,) = await recorder.record_many([received])
+            return event, None
+        window = history.listing(
+            session_id=recorder.session_id,
+            project_id=recorder.project_id,
+            agent=recorder.agent,
+            window=history_window,
+        )
+        return await recorder.record_then_list(received, window)
+    except DomainError as error:
+        if error.reason == QuotaExceeded.default_reason:
+            raise InputRefused(error) from error
+        raise
 
 
 def _input_metadata(request: executor_service_pb2.RunRequest) -> dict[str, Any]:

@@ -3,23 +3,21 @@
 - admitted: admission.py makes the `Run` once the registry started it — its request, its agent's
   spec, its recorder, its session's turn policy and the runs ahead of it (its input is recorded
   once it is started, so an input in the log always has a lease);
-- live: it gets its agent's runtime (set up, or from the cache) and the sink its caller's stream
-  drains;
+- live: it gets its agent's runtime (set up, or cached) and the sink its caller's stream drains;
 - started: its input recorded, its session's turn awaited, `run_started` sent;
 - its steps: the LLM loop or the workflow, which see it through its `RunScope`;
 - ended: every way it ends goes through `Run.end` — answered, failed or cancelled once its loop
-  began; refused (by the registry, or by an agent that cannot be set up) or cancelled before
-  then, when it leaves with the gRPC status (a resumed run's input in the log gets its end
-  first). `Run.end` is the one place that reports ends to the registry (the finisher).
+  began; refused (by the registry, an agent that cannot be set up, memory refusing its input) or
+  cancelled before then, leaving with the gRPC status (a resumed run's input in the log gets its
+  end first). `Run.end` is the one place that reports ends to the registry (the finisher).
 
 A run given up here (handed over, its lease lost, or superseded by its taker) records no end and
 reports none: the executor that takes it over resumes it from the log.
 
 A run that waits for a person (loops/asking.py) is suspended between its steps: its requests are
 recorded, it gives back its lease (`_suspend`: parked at the registry) and its slot (its task
-ends), keeps its session's turn, and its stream ends with `run_suspended` — no end is recorded or
-reported. It goes on later from the log as a run taken over does (`resumed`), on whichever
-executor the registry hands it to once it is answered.
+ends), keeps its session's turn, and its stream ends with `run_suspended`; no end is recorded or
+reported. It goes on later from the log as a taken-over run does (`resumed`), wherever it is sent.
 """
 
 from __future__ import annotations
@@ -58,7 +56,7 @@ from agentmesh.executor.run.end import (
     record_failure,
     result_metadata,
 )
-from agentmesh.executor.run.input_event import record_input
+from agentmesh.executor.run.input_event import InputRefused, record_input
 from agentmesh.executor.run.outliving import Outliving
 from agentmesh.executor.run.turns import await_turn
 from agentmesh.internal.executor.v1 import executor_service_pb2
@@ -94,8 +92,7 @@ class RunServices:
     executor_id: str
     cleanup_timeout_seconds: float
     history_window_events: int
-    # The prompt's token budget of agents whose type sets none (0: the event window instead).
-    context_budget_tokens: int = 0
+    context_budget_tokens: int = 0  # the prompt's budget of agents whose type sets none (0: the window)
 
 
 class Run:
@@ -216,6 +213,9 @@ class Run:
                 raise  # no end: the executor that takes it over resumes it
             await self.end(Ending(cancelled=True, reason=self._cancel_reason()))
             raise
+        except InputRefused as refused:  # nothing of it stored: it ends refused (`ends_on_error`)
+            self.scope = None
+            raise refused.error from None
         except Exception as error:
             if not isinstance(error, (RunFailure, DomainError)):
                 logger.exception("run %s of %s failed", self.run_id, spec.agent.name)
@@ -472,6 +472,8 @@ class Run:
         """Hands the run's end (answered, cancelled or failed; its usage) to the finisher, which
         reports it to the registry: a future done once the registry took it (`urgent`: at once)."""
         self._end_reported = True
+        # The finisher holds its lease from here: a renewal's `lost` must not stop it (durability.md)
+        self._release_lease()
         # What its own model calls used, answered or not (its delegations report their own).
         meter = self.scope.meter if self.scope is not None else UsageMeter()
         usage, principal = meter.total, current_principal.get()

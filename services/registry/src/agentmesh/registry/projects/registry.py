@@ -112,6 +112,16 @@ class ProjectRegistry:
             project = await tx.get_project(project_id=project_id)
         return project.owner_id if project is not None else ""
 
+    async def stored_bytes_limit(self, project_id: str) -> int:
+        """The project's `stored_bytes` in force (0: unlimited, and for no such project): what
+        memory holds its appends to (the system principal asks, for any project)."""
+        raise_if([] if project_id else [FieldViolation("project_id", "is required")])
+        async with self._store.read() as tx:
+            project = await tx.get_project(project_id=project_id)
+        if project is None:
+            return 0
+        return self._quotas.defaults.in_force(project.limits).stored_bytes or 0
+
     async def limits_in_force(self, project: Project) -> ProjectLimits:
         """Every limit of the project as it applies now: its own, else the operator's default."""
         return await self._quotas.in_force(project.limits)

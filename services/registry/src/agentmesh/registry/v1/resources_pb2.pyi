@@ -706,7 +706,10 @@ class ProjectLimits(_message.Message):
     tokens_per_day: _builtins.int
     """Model tokens a day (UTC), as the project's finished runs recorded them."""
     stored_bytes: _builtins.int
-    """Bytes of the project's stored events."""
+    """Bytes of the project's kept events (each one's content and metadata JSON). Once they reach
+    it, memory refuses the project's appends (RESOURCE_EXHAUSTED, QUOTA_EXCEEDED) but for a
+    run's final event and a delegation's response, until retention removes events.
+    """
     tokens_per_month: _builtins.int
     """Budgets: what the project's runs may spend in a UTC month (from its first day) or day, as
     the cost ledger counts its finished runs' model calls. A run is refused (RESOURCE_EXHAUSTED,

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/agentmesh/common/v1/project_owner_service.proto\x12\x13\x61gentmesh.common.v1\",\n\x16GetProjectOwnerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"+\n\x17GetProjectOwnerResponse\x12\x10\n\x08owner_id\x18\x01 \x01(\t2\x83\x01\n\x13ProjectOwnerService\x12l\n\x0fGetProjectOwner\x12+.agentmesh.common.v1.GetProjectOwnerRequest\x1a,.agentmesh.common.v1.GetProjectOwnerResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/agentmesh/common/v1/project_owner_service.proto\x12\x13\x61gentmesh.common.v1\",\n\x16GetProjectOwnerRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\"+\n\x17GetProjectOwnerResponse\x12\x10\n\x08owner_id\x18\x01 \x01(\t\"7\n!GetProjectStoredBytesLimitRequest\x12\x12\n\nproject_id\x18\x01 \x01(\t\":\n\"GetProjectStoredBytesLimitResponse\x12\x14\n\x0cstored_bytes\x18\x01 \x01(\x03\x32\x93\x02\n\x13ProjectOwnerService\x12l\n\x0fGetProjectOwner\x12+.agentmesh.common.v1.GetProjectOwnerRequest\x1a,.agentmesh.common.v1.GetProjectOwnerResponse\x12\x8d\x01\n\x1aGetProjectStoredBytesLimit\x12\x36.agentmesh.common.v1.GetProjectStoredBytesLimitRequest\x1a\x37.agentmesh.common.v1.GetProjectStoredBytesLimitResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,6 +35,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETPROJECTOWNERREQUEST']._serialized_end=116
   _globals['_GETPROJECTOWNERRESPONSE']._serialized_start=118
   _globals['_GETPROJECTOWNERRESPONSE']._serialized_end=161
-  _globals['_PROJECTOWNERSERVICE']._serialized_start=164
-  _globals['_PROJECTOWNERSERVICE']._serialized_end=295
+  _globals['_GETPROJECTSTOREDBYTESLIMITREQUEST']._serialized_start=163
+  _globals['_GETPROJECTSTOREDBYTESLIMITREQUEST']._serialized_end=218
+  _globals['_GETPROJECTSTOREDBYTESLIMITRESPONSE']._serialized_start=220
+  _globals['_GETPROJECTSTOREDBYTESLIMITRESPONSE']._serialized_end=278
+  _globals['_PROJECTOWNERSERVICE']._serialized_start=281
+  _globals['_PROJECTOWNERSERVICE']._serialized_end=556
 # @@protoc_insertion_point(module_scope)

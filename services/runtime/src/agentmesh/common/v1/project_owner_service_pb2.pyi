@@ -59,3 +59,47 @@ class GetProjectOwnerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetProjectOwnerResponse: _TypeAlias = GetProjectOwnerResponse  # noqa: Y015
+
+@_typing.final
+class GetProjectStoredBytesLimitRequest(_message.Message):
+    """GetProjectStoredBytesLimitRequest is the input of GetProjectStoredBytesLimit."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_ID_FIELD_NUMBER: _builtins.int
+    project_id: _builtins.str
+    """The project."""
+    def __init__(
+        self,
+        *,
+        project_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project_id", b"project_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProjectStoredBytesLimitRequest: _TypeAlias = GetProjectStoredBytesLimitRequest  # noqa: Y015
+
+@_typing.final
+class GetProjectStoredBytesLimitResponse(_message.Message):
+    """GetProjectStoredBytesLimitResponse is the output of GetProjectStoredBytesLimit."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    STORED_BYTES_FIELD_NUMBER: _builtins.int
+    stored_bytes: _builtins.int
+    """The bytes of stored events the project may keep; 0: unlimited."""
+    def __init__(
+        self,
+        *,
+        stored_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["stored_bytes", b"stored_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetProjectStoredBytesLimitResponse: _TypeAlias = GetProjectStoredBytesLimitResponse  # noqa: Y015

@@ -26,7 +26,7 @@ if _version_not_supported:
 
 
 class ProjectOwnerServiceStub:
-    """ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+    """ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
     asked by memory, which checks that a user's call names a project the user owns and may not know
     the registry's own API (so the protocol lives among the common messages). Callers need a
     service credential and the system principal.
@@ -43,10 +43,15 @@ class ProjectOwnerServiceStub:
                 request_serializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectOwnerRequest.SerializeToString,
                 response_deserializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectOwnerResponse.FromString,
                 _registered_method=True)
+        self.GetProjectStoredBytesLimit = channel.unary_unary(
+                '/agentmesh.common.v1.ProjectOwnerService/GetProjectStoredBytesLimit',
+                request_serializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectStoredBytesLimitRequest.SerializeToString,
+                response_deserializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectStoredBytesLimitResponse.FromString,
+                _registered_method=True)
 
 
 class ProjectOwnerServiceServicer:
-    """ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+    """ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
     asked by memory, which checks that a user's call names a project the user owns and may not know
     the registry's own API (so the protocol lives among the common messages). Callers need a
     service credential and the system principal.
@@ -61,6 +66,16 @@ class ProjectOwnerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetProjectStoredBytesLimit(self, request, context):
+        """The project's `stored_bytes` limit in force (its own, else the operator's default), which
+        memory enforces on appends. A project that does not exist (or was deleted) answers 0
+        (unlimited), not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a
+        service credential; PERMISSION_DENIED for any caller but the system principal.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProjectOwnerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -68,6 +83,11 @@ def add_ProjectOwnerServiceServicer_to_server(servicer, server):
                     servicer.GetProjectOwner,
                     request_deserializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectOwnerRequest.FromString,
                     response_serializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectOwnerResponse.SerializeToString,
+            ),
+            'GetProjectStoredBytesLimit': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetProjectStoredBytesLimit,
+                    request_deserializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectStoredBytesLimitRequest.FromString,
+                    response_serializer=agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectStoredBytesLimitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -78,7 +98,7 @@ def add_ProjectOwnerServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ProjectOwnerService:
-    """ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+    """ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
     asked by memory, which checks that a user's call names a project the user owns and may not know
     the registry's own API (so the protocol lives among the common messages). Callers need a
     service credential and the system principal.
@@ -101,6 +121,33 @@ class ProjectOwnerService:
             '/agentmesh.common.v1.ProjectOwnerService/GetProjectOwner',
             agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectOwnerRequest.SerializeToString,
             agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectOwnerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetProjectStoredBytesLimit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentmesh.common.v1.ProjectOwnerService/GetProjectStoredBytesLimit',
+            agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectStoredBytesLimitRequest.SerializeToString,
+            agentmesh_dot_common_dot_v1_dot_project__owner__service__pb2.GetProjectStoredBytesLimitResponse.FromString,
             options,
             channel_credentials,
             insecure,

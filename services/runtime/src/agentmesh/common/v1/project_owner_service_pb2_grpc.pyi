@@ -27,7 +27,7 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class ProjectOwnerServiceStub:
-    """ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+    """ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
     asked by memory, which checks that a user's call names a project the user owns and may not know
     the registry's own API (so the protocol lives among the common messages). Callers need a
     service credential and the system principal.
@@ -42,10 +42,16 @@ class ProjectOwnerServiceStub:
     owner, not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a service
     credential; PERMISSION_DENIED for any caller but the system principal.
     """
+    GetProjectStoredBytesLimit: _grpc.UnaryUnaryMultiCallable[_project_owner_service_pb2.GetProjectStoredBytesLimitRequest, _project_owner_service_pb2.GetProjectStoredBytesLimitResponse]
+    """The project's `stored_bytes` limit in force (its own, else the operator's default), which
+    memory enforces on appends. A project that does not exist (or was deleted) answers 0
+    (unlimited), not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a
+    service credential; PERMISSION_DENIED for any caller but the system principal.
+    """
 
 @_typing.type_check_only
 class ProjectOwnerServiceAsyncStub(ProjectOwnerServiceStub):
-    """ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+    """ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
     asked by memory, which checks that a user's call names a project the user owns and may not know
     the registry's own API (so the protocol lives among the common messages). Callers need a
     service credential and the system principal.
@@ -57,9 +63,15 @@ class ProjectOwnerServiceAsyncStub(ProjectOwnerServiceStub):
     owner, not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a service
     credential; PERMISSION_DENIED for any caller but the system principal.
     """
+    GetProjectStoredBytesLimit: _aio.UnaryUnaryMultiCallable[_project_owner_service_pb2.GetProjectStoredBytesLimitRequest, _project_owner_service_pb2.GetProjectStoredBytesLimitResponse]  # type: ignore[assignment]
+    """The project's `stored_bytes` limit in force (its own, else the operator's default), which
+    memory enforces on appends. A project that does not exist (or was deleted) answers 0
+    (unlimited), not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a
+    service credential; PERMISSION_DENIED for any caller but the system principal.
+    """
 
 class ProjectOwnerServiceServicer(metaclass=_abc_1.ABCMeta):
-    """ProjectOwnerService says who owns a project: served by the registry, which owns projects, and
+    """ProjectOwnerService says who owns a project, and the limit memory holds it to: served by the registry, which owns projects, and
     asked by memory, which checks that a user's call names a project the user owns and may not know
     the registry's own API (so the protocol lives among the common messages). Callers need a
     service credential and the system principal.
@@ -74,6 +86,18 @@ class ProjectOwnerServiceServicer(metaclass=_abc_1.ABCMeta):
         """The owner of a project. A project that does not exist (or was deleted) answers an empty
         owner, not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a service
         credential; PERMISSION_DENIED for any caller but the system principal.
+        """
+
+    @_abc_1.abstractmethod
+    def GetProjectStoredBytesLimit(
+        self,
+        request: _project_owner_service_pb2.GetProjectStoredBytesLimitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_project_owner_service_pb2.GetProjectStoredBytesLimitResponse, _abc.Awaitable[_project_owner_service_pb2.GetProjectStoredBytesLimitResponse]]:
+        """The project's `stored_bytes` limit in force (its own, else the operator's default), which
+        memory enforces on appends. A project that does not exist (or was deleted) answers 0
+        (unlimited), not an error. INVALID_ARGUMENT without a project id; UNAUTHENTICATED without a
+        service credential; PERMISSION_DENIED for any caller but the system principal.
         """
 
 def add_ProjectOwnerServiceServicer_to_server(servicer: ProjectOwnerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
