@@ -11,8 +11,7 @@
   cancelled before then, leaving with the gRPC status (a resumed run's input in the log gets its
   end first). `Run.end` is the one place that reports ends to the registry (the finisher).
 
-A run given up here (handed over, its lease lost, or superseded by its taker) records no end and
-reports none: the executor that takes it over resumes it from the log.
+A run given up here (handed over, its lease lost, superseded) records no end: its taker resumes it.
 
 A run that waits for a person (loops/asking.py) is suspended between its steps: its requests are
 recorded, it gives back its lease (`_suspend`: parked at the registry) and its slot (its task
@@ -470,9 +469,9 @@ class Run:
         self, result: RunResult | None, *, cancelled: bool = False, urgent: bool = False
     ) -> asyncio.Future[None]:
         """Hands the run's end (answered, cancelled or failed; its usage) to the finisher, which
-        reports it to the registry: a future done once the registry took it (`urgent`: at once)."""
+        reports it to the registry: a future done once the registry took it (`urgent`: at once).
+        The finisher holds the lease from here: a renewal's `lost` must not stop it (durability.md)."""
         self._end_reported = True
-        # The finisher holds its lease from here: a renewal's `lost` must not stop it (durability.md)
         self._release_lease()
         # What its own model calls used, answered or not (its delegations report their own).
         meter = self.scope.meter if self.scope is not None else UsageMeter()
@@ -494,8 +493,7 @@ class Run:
         )
 
     def _given_up(self) -> bool:
-        """Whether the run stops here without an end: handed over, its lease lost, or superseded
-        by the executor that took it over (which ends it)."""
+        """Whether the run stops here without an end: handed over, lease lost, superseded."""
         return self._cancel_reason() in GIVEN_UP or self.recorder.superseded is not None
 
     def _cancel_reason(self) -> str | None:
