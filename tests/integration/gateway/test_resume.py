@@ -60,6 +60,9 @@ async def test_a_second_stream_resumes_after_the_last_seq_and_ends_with_the_run(
     seqs = [event.seq for event in resumed]
     assert seqs == sorted(set(seqs)) and seqs[0] == last_seq + 1
     assert resumed[-1].run_id == run_id and resumed[-1].run_completed.content == "done"
+    # What the whole tree used, as the live stream's end says it (read back from the log's answer).
+    assert rest_of_live[-1].run_completed.usage == resumed[-1].run_completed.usage
+    assert resumed[-1].run_completed.usage.input_tokens > 0
     # Every recorded event the live stream went on to carry, the resumed one carried too.
     assert {e.seq for e in rest_of_live if e.seq} <= set(seqs)
     events = await api.session_events(coordinator, session_id)

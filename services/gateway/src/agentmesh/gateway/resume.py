@@ -162,6 +162,22 @@ def _caller(event: resources_pb2.Event) -> str:
     return meta["caller_run_id"].string_value if "caller_run_id" in meta else ""
 
 
+def tree_usage(metadata: dict[str, Any]) -> run_pb2.Usage:
+    """What a run and everything it delegated used, as its answer's event records it
+    (`tree_usage`; a Struct's numbers read back as floats): a follower's `run_completed` carries
+    it as the streamed one does."""
+    tree = metadata.get("tree_usage") or {}
+    cost = tree.get("cost")
+    return run_pb2.Usage(
+        input_tokens=int(tree.get("input_tokens", 0)),
+        output_tokens=int(tree.get("output_tokens", 0)),
+        cached_input_tokens=int(tree.get("cached_input_tokens", 0)),
+        cost=float(cost) if cost is not None else 0.0,
+        cost_known=cost is not None,
+        unpriced_models=[str(model) for model in tree.get("unpriced_models") or []],
+    )
+
+
 def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent | None:
     """The RunEvent a recorded event stands for."""
     out = run_pb2.RunEvent(
@@ -180,6 +196,7 @@ def run_event(event: resources_pb2.Event, path: list[str]) -> run_pb2.RunEvent |
         out.run_completed.steps = int(meta.get("steps", 0))
         out.run_completed.max_steps_reached = bool(meta.get("max_steps_reached", False))
         out.run_completed.escalated = bool(meta.get("escalated", False))
+        out.run_completed.usage.CopyFrom(tree_usage(meta))
     elif kind == EventType.EVENT_TYPE_TOOL_CALL:
         body = json_content(event.content)
         out.tool_call.call_id = str(meta.get("call_id", ""))

@@ -14,7 +14,7 @@ only its own requests are read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import Request
 from google.protobuf import json_format
@@ -27,7 +27,7 @@ from agentmesh.gateway.http.client_tools import client_calls
 from agentmesh.gateway.http.context import HttpContext, authorize_body
 from agentmesh.gateway.http.responses_request import ResponseId
 from agentmesh.gateway.models import AgentRef, Caller
-from agentmesh.gateway.resume import input_request, is_final
+from agentmesh.gateway.resume import input_request, is_final, tree_usage
 from agentmesh.memory.v1 import memory_service_pb2 as mem
 from agentmesh.memory.v1 import resources_pb2
 from agentmesh.registry.v1 import registry_service_pb2 as reg
@@ -176,23 +176,9 @@ def _ended(recorded: RecordedResponse, end: resources_pb2.Event) -> None:
     if end.event_type == EventType.EVENT_TYPE_AGENT_RESPONSE:
         recorded.status = "incomplete" if meta.get("max_steps_reached") else "completed"
         recorded.text = end.content
-        recorded.usage = _tree_usage(meta.get("tree_usage") or {})
+        recorded.usage = tree_usage(meta)
         return
     code = str(meta.get("code", ""))
     recorded.status = "cancelled" if code == "CANCELLED" else "failed"
     recorded.error_code = str(meta.get("reason") or code).lower() or None
     recorded.error_message = end.content
-
-
-def _tree_usage(tree: dict[str, Any]) -> run_pb2.Usage:
-    """What the run and everything it delegated used, as its answer's event records it (a
-    Struct's numbers read back as floats)."""
-    cost = tree.get("cost")
-    return run_pb2.Usage(
-        input_tokens=int(tree.get("input_tokens", 0)),
-        output_tokens=int(tree.get("output_tokens", 0)),
-        cached_input_tokens=int(tree.get("cached_input_tokens", 0)),
-        cost=float(cost) if cost is not None else 0.0,
-        cost_known=cost is not None,
-        unpriced_models=[str(model) for model in tree.get("unpriced_models") or []],
-    )
