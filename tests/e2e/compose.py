@@ -355,7 +355,9 @@ async def run_compose_services(
     standins: Mapping[str, str],
     otlp_endpoint: str | None = None,
     services: Sequence[str] | None = None,
-    start_timeout: float = 30.0,
+    # A service's start as the harness bounds it (ServiceProcess.start): importing and migrating
+    # takes a few CPU-seconds, which a machine loaded by other suites hands out slowly.
+    start_timeout: float = 90.0,
     healthy_timeout: float = 30.0,
     stop_timeout: float = 15.0,
 ) -> AsyncIterator[ComposeProcesses]:

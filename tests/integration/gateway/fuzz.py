@@ -34,7 +34,9 @@ INVALID_EXAMPLES = 5
 
 
 def fuzz(base_url: str, token: str, known: dict[str, str]) -> dict[str, Any]:
-    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
+    # The gateway builds its OpenAPI document on the first request (every route's models): on a
+    # loaded machine that takes longer than schemathesis's 10 s default read timeout.
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json", timeout=120)
     session = requests.Session()
     headers = {"Authorization": f"Bearer {token}"}
     failures: list[str] = []
